@@ -1,0 +1,164 @@
+//! Process-wide configuration: builder plus environment variables.
+//!
+//! The configuration is frozen the first time the runtime starts (first launch),
+//! because the signal number and handler are process-wide.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::Error;
+
+/// Default usable stack size of a preemptible function. Large enough for a
+/// ~12 KiB AVX-512 signal frame plus ordinary Rust/C code; memory is committed
+/// lazily so only touched pages count.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+/// Smallest accepted stack: the signal frame alone can take ~12 KiB here.
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
+/// Runtime configuration. Build one with [`Config::from_env`] (defaults plus
+/// `LINGER_*` variables), adjust it, and [`Config::install`] it before the first
+/// launch. Without an explicit install the environment is read at first launch.
+///
+/// | variable | meaning | default |
+/// |---|---|---|
+/// | `LINGER_SIGNAL` | preemption signal number | `SIGRTMAX-3` |
+/// | `LINGER_STACK_SIZE` | default stack size (`K`/`M` suffixes) | 256K |
+/// | `LINGER_RETRY_US` | first retry delay when a preemption must be deferred | 10 |
+/// | `LINGER_PREEMPTIBLE_LIBS` | comma-separated shared-object name parts whose code may be preempted | none |
+/// | `LINGER_DEFER_SYMBOLS` | comma-separated symbol-name parts in the executable that must not be preempted | none |
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) signal: i32,
+    pub(crate) stack_size: usize,
+    pub(crate) retry: Duration,
+    pub(crate) preemptible_libs: Vec<String>,
+    pub(crate) defer_symbols: Vec<String>,
+}
+
+static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            signal: libc::SIGRTMAX() - 3,
+            stack_size: DEFAULT_STACK_SIZE,
+            retry: Duration::from_micros(10),
+            preemptible_libs: Vec::new(),
+            defer_symbols: Vec::new(),
+        }
+    }
+}
+
+/// Parses sizes such as `65536`, `64K`, `1M`.
+pub(crate) fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1024),
+        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect()
+}
+
+impl Config {
+    /// Defaults overridden by the `LINGER_*` environment variables.
+    pub fn from_env() -> Result<Config, Error> {
+        let mut c = Config::default();
+        if let Ok(v) = std::env::var("LINGER_SIGNAL") {
+            let n = v.trim().parse::<i32>().map_err(|_| Error::Config(format!("LINGER_SIGNAL={v:?} is not a number")))?;
+            c = c.signal(n)?;
+        }
+        if let Ok(v) = std::env::var("LINGER_STACK_SIZE") {
+            let n = parse_size(&v).ok_or_else(|| Error::Config(format!("LINGER_STACK_SIZE={v:?} is not a size")))?;
+            c = c.stack_size(n)?;
+        }
+        if let Ok(v) = std::env::var("LINGER_RETRY_US") {
+            let n = v.trim().parse::<u64>().map_err(|_| Error::Config(format!("LINGER_RETRY_US={v:?} is not a number")))?;
+            c.retry = Duration::from_micros(n.clamp(1, 100_000));
+        }
+        if let Ok(v) = std::env::var("LINGER_PREEMPTIBLE_LIBS") {
+            c.preemptible_libs = list(&v);
+        }
+        if let Ok(v) = std::env::var("LINGER_DEFER_SYMBOLS") {
+            c.defer_symbols = list(&v);
+        }
+        Ok(c)
+    }
+
+    /// Sets the preemption signal. It must be a real-time signal not reserved by glibc.
+    pub fn signal(mut self, signo: i32) -> Result<Self, Error> {
+        if signo < libc::SIGRTMIN() || signo > libc::SIGRTMAX() {
+            return Err(Error::Config(format!(
+                "signal {signo} is not a real-time signal in {}..={}",
+                libc::SIGRTMIN(),
+                libc::SIGRTMAX()
+            )));
+        }
+        self.signal = signo;
+        Ok(self)
+    }
+
+    /// Sets the default stack size (rounded up to whole pages, at least 64 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> Result<Self, Error> {
+        self.stack_size = checked_stack_size(bytes)?;
+        Ok(self)
+    }
+
+    /// Sets the first retry delay used when a deadline falls inside code that
+    /// must not be preempted and no cheaper deferral mechanism applies.
+    pub fn retry(mut self, delay: Duration) -> Self {
+        self.retry = delay.clamp(Duration::from_micros(1), Duration::from_millis(100));
+        self
+    }
+
+    /// Marks shared objects whose file name contains `part` as safe to preempt
+    /// (by default all shared libraries are deferred).
+    pub fn preemptible_library(mut self, part: &str) -> Self {
+        self.preemptible_libs.push(part.to_owned());
+        self
+    }
+
+    /// Marks functions of the executable whose demangled name contains `part`
+    /// as unsafe to preempt (for example a custom global allocator).
+    pub fn defer_symbol(mut self, part: &str) -> Self {
+        self.defer_symbols.push(part.to_owned());
+        self
+    }
+
+    /// Makes this the process configuration. Fails once the runtime has started.
+    pub fn install(self) -> Result<(), Error> {
+        CONFIG
+            .set(Ok(self))
+            .map_err(|_| Error::Config("the runtime already started; install the Config before the first launch".into()))
+    }
+
+    /// Usable stack size used when a launch does not ask for one.
+    pub fn default_stack_size(&self) -> usize {
+        self.stack_size
+    }
+
+    /// Signal number used for preemption.
+    pub fn signal_number(&self) -> i32 {
+        self.signal
+    }
+}
+
+pub(crate) fn checked_stack_size(bytes: usize) -> Result<usize, Error> {
+    if bytes > (1 << 36) {
+        return Err(Error::Config(format!("stack size {bytes} is larger than 64 GiB")));
+    }
+    let page = crate::stack::page_size();
+    Ok(bytes.max(MIN_STACK_SIZE).div_ceil(page) * page)
+}
+
+/// The frozen process configuration (read from the environment on first use).
+pub fn current() -> Result<&'static Config, Error> {
+    CONFIG
+        .get_or_init(|| Config::from_env().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| Error::Config(e.clone()))
+}

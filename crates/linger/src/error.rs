@@ -1,0 +1,82 @@
+//! Errors returned by the runtime. Nothing in linger aborts the process on bad
+//! input: every failure a caller can cause or suffer comes back as an [`Error`].
+
+use std::fmt;
+use std::io;
+
+/// Why a launch, resume or configuration call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No stack could be mapped for a new preemptible function (out of memory,
+    /// or `vm.max_map_count` reached).
+    StackAllocation(io::Error),
+    /// The per-thread POSIX timer could not be created or armed (for example
+    /// the process hit its `RLIMIT_SIGPENDING` limit of timers).
+    Timer(io::Error),
+    /// Installing the preemption or stack-overflow signal handler failed.
+    Signal(io::Error),
+    /// The continuation was launched on another thread and is not migratable.
+    /// It is untouched and can still be resumed on its home thread.
+    WrongThread,
+    /// The function panicked or overflowed its stack earlier; it cannot run again.
+    Poisoned,
+    /// The function overflowed its stack and was abandoned (its destructors did
+    /// not run). The continuation is now poisoned.
+    StackOverflow {
+        /// Usable stack size the function had, in bytes.
+        stack_size: usize,
+    },
+    /// The continuation is running right now (a function tried to resume itself).
+    Busy,
+    /// A configuration value (builder or environment variable) is invalid, or the
+    /// configuration was changed after the runtime started.
+    Config(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::StackAllocation(e) => write!(f, "linger: cannot allocate a stack: {e}"),
+            Error::Timer(e) => write!(f, "linger: cannot set up the preemption timer: {e}"),
+            Error::Signal(e) => write!(f, "linger: cannot install a signal handler: {e}"),
+            Error::WrongThread => write!(
+                f,
+                "linger: continuation belongs to another thread (launch it with Builder::migratable to move it)"
+            ),
+            Error::Poisoned => write!(f, "linger: the function panicked or overflowed its stack; it cannot be resumed"),
+            Error::StackOverflow { stack_size } => write!(
+                f,
+                "linger: stack overflow in a preemptible function ({} KiB stack; raise LINGER_STACK_SIZE or Builder::stack_size)",
+                stack_size / 1024
+            ),
+            Error::Busy => write!(f, "linger: the continuation is already running"),
+            Error::Config(msg) => write!(f, "linger: bad configuration: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::StackAllocation(e) | Error::Timer(e) | Error::Signal(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// The `errno` value the C API reports for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::StackAllocation(_) => libc::ENOMEM,
+            Error::Timer(_) => libc::EAGAIN,
+            Error::Signal(_) => libc::ENOSYS,
+            Error::WrongThread => libc::EXDEV,
+            Error::Poisoned => libc::ECANCELED,
+            Error::StackOverflow { .. } => libc::EFAULT,
+            Error::Busy => libc::EBUSY,
+            Error::Config(_) => libc::EINVAL,
+        }
+    }
+}

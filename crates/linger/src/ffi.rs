@@ -1,0 +1,449 @@
+//! The C ABI: `include/linger.h`, `liblinger.so`, `liblinger.a`.
+//!
+//! C callers hold a `linger_t` by value. Its `continuation` is an opaque
+//! handle (index and generation into a table), never a raw pointer, so a
+//! stale, copied or made-up `linger_t` is detected and refused with `EINVAL`
+//! instead of being dereferenced. No function here unwinds into C or aborts.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::runtime::Scope;
+use crate::{Builder, Cancelled, Continuation, Error, Linger, Stats};
+
+/// A preemptible function as seen from C.
+///
+/// - Completed: `is_complete` is true and the function owns nothing.
+/// - Paused: `is_complete` is false and `continuation` is non-NULL.
+/// - Cancelled (by `linger_cancel`, or abandoned after a stack overflow):
+///   `is_cancelled` is true and `continuation` is NULL.
+/// - Failed launch: all three are false/NULL and `errno` says why.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct linger_t {
+    /// The function returned.
+    pub is_complete: bool,
+    /// The function was cancelled and can never run again.
+    pub is_cancelled: bool,
+    /// Opaque handle of the paused function, or NULL.
+    pub continuation: *mut c_void,
+}
+
+/// Per-launch options for `linger_launch_opts` (zero-initialise for defaults).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct linger_opts_t {
+    /// Usable stack size in bytes; 0 for the default (`LINGER_STACK_SIZE`, 256 KiB).
+    pub stack_size: usize,
+    /// May be resumed on a thread other than the launching one.
+    pub migratable: bool,
+}
+
+/// Counters of the calling thread (see `linger_stats`); the same fields as the
+/// Rust `linger::Stats`, documented there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct linger_stats_t {
+    /// Functions launched.
+    pub launches: u64,
+    /// Functions that returned.
+    pub completions: u64,
+    /// `linger_pause` calls that handed back control.
+    pub pauses: u64,
+    /// Preemptions at a deadline.
+    pub preemptions: u64,
+    /// Of those, taken late at the end of a no-preemption scope.
+    pub deferred_preemptions: u64,
+    /// Deadline signals that found code that must not be interrupted.
+    pub deferrals: u64,
+    /// Timer signals that arrived early or with nothing running.
+    pub spurious_signals: u64,
+    /// Cancellations that unwound the stack (destructors ran).
+    pub cancels_unwound: u64,
+    /// Cancellations that reclaimed the stack without unwinding.
+    pub cancels_reclaimed: u64,
+    /// Functions abandoned after a stack overflow.
+    pub stack_overflows: u64,
+    /// Panics propagated out of preemptible functions (Rust only).
+    pub panics: u64,
+    /// Largest delay between a deadline and the preemption, in ns.
+    pub worst_overrun_ns: u64,
+}
+
+impl From<Stats> for linger_stats_t {
+    fn from(s: Stats) -> Self {
+        let Stats {
+            launches,
+            completions,
+            pauses,
+            preemptions,
+            deferred_preemptions,
+            deferrals,
+            spurious_signals,
+            cancels_unwound,
+            cancels_reclaimed,
+            stack_overflows,
+            panics,
+            worst_overrun_ns,
+        } = s;
+        linger_stats_t {
+            launches,
+            completions,
+            pauses,
+            preemptions,
+            deferred_preemptions,
+            deferrals,
+            spurious_signals,
+            cancels_unwound,
+            cancels_reclaimed,
+            stack_overflows,
+            panics,
+            worst_overrun_ns,
+        }
+    }
+}
+
+/// The C function type run by `linger_launch`.
+pub type linger_fn = extern "C" fn(*mut c_void);
+
+struct SendPtr(*mut c_void);
+// SAFETY: the pointer is only handed back to the C function, which the C
+// caller promises may run wherever it resumes the continuation.
+unsafe impl Send for SendPtr {}
+
+enum SlotState {
+    Free,
+    Paused(Continuation<'static, ()>),
+    Running,
+}
+
+struct Slot {
+    generation: u32,
+    state: SlotState,
+}
+
+struct Table {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table { slots: Vec::new(), free: Vec::new() });
+
+const NONE: linger_t = linger_t { is_complete: false, is_cancelled: false, continuation: std::ptr::null_mut() };
+
+fn set_errno(e: i32) {
+    // SAFETY: errno location is valid for the calling thread.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn encode(index: u32, generation: u32) -> *mut c_void {
+    (((generation as usize) << 32) | (index as usize + 1)) as *mut c_void
+}
+
+fn decode(h: *mut c_void) -> Option<(usize, u32)> {
+    let v = h as usize;
+    let index = (v & 0xFFFF_FFFF).checked_sub(1)?;
+    Some((index, (v >> 32) as u32))
+}
+
+impl Table {
+    fn insert(&mut self, c: Continuation<'static, ()>) -> *mut c_void {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot { generation: 0, state: SlotState::Free });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[index as usize];
+        s.generation = (s.generation % 0x7FFF_FFFF) + 1;
+        s.state = SlotState::Paused(c);
+        encode(index, s.generation)
+    }
+
+    fn slot(&mut self, h: *mut c_void) -> Option<(usize, &mut Slot)> {
+        let (i, g) = decode(h)?;
+        let s = self.slots.get_mut(i)?;
+        if s.generation != g || matches!(s.state, SlotState::Free) {
+            return None;
+        }
+        Some((i, s))
+    }
+
+    fn release(&mut self, i: usize) {
+        self.slots[i].state = SlotState::Free;
+        self.free.push(i as u32);
+    }
+}
+
+/// Runs `f` with preemption deferred and panics turned into `EIO`.
+fn guarded<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    let _scope = Scope::enter();
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        set_errno(libc::EIO);
+        on_panic
+    })
+}
+
+fn timeout(us: u64) -> Duration {
+    if us == u64::MAX {
+        Duration::MAX
+    } else {
+        Duration::from_micros(us)
+    }
+}
+
+/// Stores the outcome of a launch or resume in `l`.
+fn publish(l: &mut linger_t, r: Linger<'static, ()>) {
+    match r {
+        Linger::Completion(()) => *l = linger_t { is_complete: true, ..NONE },
+        Linger::Continuation(c) => *l = linger_t { continuation: lock().insert(c), ..NONE },
+        Linger::Poison => *l = linger_t { is_cancelled: true, ..NONE },
+    }
+}
+
+fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void, b: Builder) -> linger_t {
+    let Some(func) = func else {
+        set_errno(libc::EINVAL);
+        return NONE;
+    };
+    guarded(NONE, || {
+        let arg = SendPtr(arg);
+        let f = move || {
+            let arg = arg;
+            func(arg.0)
+        };
+        match b.launch(f, timeout(timeout_us)) {
+            Ok(r) => {
+                let mut l = NONE;
+                publish(&mut l, r);
+                l
+            }
+            Err(e) => {
+                set_errno(e.errno());
+                if matches!(e, Error::StackOverflow { .. }) {
+                    linger_t { is_cancelled: true, ..NONE }
+                } else {
+                    NONE
+                }
+            }
+        }
+    })
+}
+
+/// Runs `func(arg)` on its own stack for at most `timeout_us` microseconds.
+/// `0` only sets the function up; `UINT64_MAX` means no limit. On failure the
+/// result has `is_complete == false` and `continuation == NULL`, and `errno`
+/// is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
+/// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
+#[no_mangle]
+pub extern "C" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void) -> linger_t {
+    launch_with(func, timeout_us, arg, Builder::new())
+}
+
+/// Like `linger_launch`, with options (`opts` may be NULL).
+///
+/// # Safety
+/// `opts` must be NULL or point to a readable `linger_opts_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_launch_opts(
+    func: Option<extern "C" fn(*mut c_void)>,
+    timeout_us: u64,
+    arg: *mut c_void,
+    opts: *const linger_opts_t,
+) -> linger_t {
+    // SAFETY: NULL or readable per the contract.
+    let o = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+    let mut b = Builder::new().migratable(o.migratable);
+    if o.stack_size != 0 {
+        b = b.stack_size(o.stack_size);
+    }
+    launch_with(func, timeout_us, arg, b)
+}
+
+/// Continues a paused function for at most `timeout_us` microseconds (`0`
+/// does nothing, `UINT64_MAX` means no limit). Returns 0 (check
+/// `is_complete`), or -1 with `errno`: `EINVAL` (NULL, failed launch, or not a
+/// live continuation), `ECANCELED` (cancelled), `EBUSY` (already running),
+/// `EXDEV` (launched on another thread, not migratable), `EFAULT` (stack
+/// overflow: now cancelled), `EAGAIN` (timer). Resuming a completed function
+/// returns 0 and does nothing.
+///
+/// # Safety
+/// `l` must be NULL or point to a writable `linger_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32 {
+    // SAFETY: NULL or valid per the contract.
+    let Some(l) = (unsafe { l.as_mut() }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if l.is_complete {
+        return 0;
+    }
+    if l.is_cancelled {
+        set_errno(libc::ECANCELED);
+        return -1;
+    }
+    guarded(-1, || {
+        let h = l.continuation;
+        let (index, c) = {
+            let mut t = lock();
+            let Some((i, slot)) = t.slot(h) else {
+                set_errno(libc::EINVAL);
+                return -1;
+            };
+            match std::mem::replace(&mut slot.state, SlotState::Running) {
+                SlotState::Paused(c) => (i, c),
+                other => {
+                    slot.state = other;
+                    set_errno(libc::EBUSY);
+                    return -1;
+                }
+            }
+        };
+        let mut r = Linger::Continuation(c);
+        let res = crate::resume(&mut r, timeout(timeout_us)).map(|_| ());
+        let mut t = lock();
+        match r {
+            Linger::Continuation(c) => {
+                t.slots[index].state = SlotState::Paused(c);
+                drop(t);
+            }
+            other => {
+                t.release(index);
+                drop(t);
+                publish(l, other);
+            }
+        }
+        match res {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e.errno());
+                -1
+            }
+        }
+    })
+}
+
+/// Cancels a paused function: unwinds it if it paused itself or stopped at the
+/// end of a critical section, else reclaims its stack without unwinding.
+/// Returns 0; on a completed or never-launched `linger_t`, 0 and nothing
+/// happens. Returns -1 with `errno` for NULL (`EINVAL`), an already cancelled
+/// function (`EALREADY`), a stale or made-up handle (`EINVAL`), or one that is
+/// running (`EBUSY`).
+///
+/// # Safety
+/// `l` must be NULL or point to a writable `linger_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
+    // SAFETY: NULL or valid per the contract.
+    let Some(l) = (unsafe { l.as_mut() }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if l.is_cancelled {
+        set_errno(libc::EALREADY);
+        return -1;
+    }
+    if l.is_complete || l.continuation.is_null() {
+        return 0;
+    }
+    guarded(-1, || {
+        let c = {
+            let mut t = lock();
+            let Some((i, slot)) = t.slot(l.continuation) else {
+                set_errno(libc::EINVAL);
+                return -1;
+            };
+            if matches!(slot.state, SlotState::Running) {
+                set_errno(libc::EBUSY);
+                return -1;
+            }
+            let SlotState::Paused(c) = std::mem::replace(&mut slot.state, SlotState::Free) else { unreachable!() };
+            t.release(i);
+            c
+        };
+        let mut r = Linger::Continuation(c);
+        let _: Cancelled = r.cancel();
+        *l = linger_t { is_cancelled: true, ..NONE };
+        0
+    })
+}
+
+/// Inside a preemptible function: return to the caller now. Elsewhere: nothing.
+#[no_mangle]
+pub extern "C" fn linger_pause() {
+    crate::pause();
+}
+
+/// True if the function paused itself with `linger_pause` (false for NULL).
+///
+/// # Safety
+/// `l` must be NULL or point to a readable `linger_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_yielded(l: *const linger_t) -> bool {
+    // SAFETY: NULL or valid per the contract.
+    let Some(l) = (unsafe { l.as_ref() }) else { return false };
+    if l.is_complete || l.is_cancelled {
+        return false;
+    }
+    let mut t = lock();
+    match t.slot(l.continuation) {
+        Some((_, Slot { state: SlotState::Paused(c), .. })) => c.yielded(),
+        _ => false,
+    }
+}
+
+/// True when called from inside a preemptible function.
+#[no_mangle]
+pub extern "C" fn linger_is_preemptible() -> bool {
+    crate::is_preemptible()
+}
+
+/// Opens a no-preemption scope (nestable); a deadline that passes inside it is
+/// taken at the matching outermost `linger_critical_end`.
+#[no_mangle]
+pub extern "C" fn linger_critical_begin() {
+    std::mem::forget(crate::Critical::enter());
+}
+
+/// Closes a scope opened by `linger_critical_begin`. Returns 0, or -1 with
+/// `EINVAL` if no scope is open.
+#[no_mangle]
+pub extern "C" fn linger_critical_end() -> i32 {
+    if crate::preempt::critical_depth() == 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    crate::preempt::exit_scope();
+    0
+}
+
+/// Copies the calling thread's counters into `out`. Returns 0, or -1 with
+/// `EINVAL` for NULL.
+///
+/// # Safety
+/// `out` must be NULL or point to a writable `linger_stats_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_stats(out: *mut linger_stats_t) -> i32 {
+    // SAFETY: NULL or valid per the contract.
+    match unsafe { out.as_mut() } {
+        Some(o) => {
+            *o = crate::stats().into();
+            0
+        }
+        None => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}

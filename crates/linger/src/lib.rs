@@ -1,0 +1,297 @@
+//! # linger: lightweight preemptible functions
+//!
+//! Call any function with a timeout. If it returns in time you get its value;
+//! if not, it is preempted and handed back as a [`Continuation`] that you can
+//! resume later (on this thread, or on another if it was launched
+//! [migratable](Builder::migratable)) or drop to cancel it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use linger::{launch, resume, Linger};
+//!
+//! let mut l = launch(|| (0..50_000_000u64).fold(0, |a, x| a ^ x.wrapping_mul(x)), Duration::from_micros(100)).unwrap();
+//! while !l.is_completion() {
+//!     // do other work here, then give it another slice
+//!     resume(&mut l, Duration::from_micros(100)).unwrap();
+//! }
+//! let Linger::Completion(v) = l else { unreachable!() };
+//! # let _ = v;
+//! ```
+//!
+//! Layers, bottom up: [`stack`](crate::stack) (pooled guard-paged stacks),
+//! `switch` (corosensei context switch plus FP control state), `timer`
+//! (per-thread one-shot POSIX timer), `ranges` (code that must not be
+//! interrupted), `preempt` (the signal handler: **where preemption happens**),
+//! `runtime` (launch/resume/cancel bookkeeping), `interpose` (blocking calls
+//! that stay preemptible), `overflow` (stack overflow reporting), `ffi` (C ABI).
+//! The safety model is described in `docs/safety.md`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+pub mod ffi;
+mod interpose;
+mod overflow;
+mod preempt;
+mod ranges;
+mod runtime;
+pub mod stack;
+mod stats;
+mod switch;
+mod thread;
+mod timer;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+pub use config::{Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use error::Error;
+pub use stats::{reset_stats, stats, Stats};
+
+use runtime::{Inner, Scope, Status};
+use thread::Suspend;
+
+/// Result of running a preemptible function for a while.
+pub enum Linger<'a, T> {
+    /// It returned this value.
+    Completion(T),
+    /// It ran out of time (or paused itself) and can be resumed.
+    Continuation(Continuation<'a, T>),
+    /// It panicked or overflowed its stack; it can never run again.
+    Poison,
+}
+
+/// The paused state of a preemptible function. Dropping it cancels the
+/// function (see [`Linger::cancel`]).
+pub struct Continuation<'a, T> {
+    inner: Box<Inner<T>>,
+    _borrows: PhantomData<&'a mut ()>,
+}
+
+// SAFETY: the function and its result are `Send` (required by `launch`), the
+// stack belongs to the continuation alone, and the runtime refuses to resume
+// a non-migratable function on another thread, so its thread-local storage
+// is never reached from a different thread.
+unsafe impl<T: Send> Send for Continuation<'_, T> {}
+
+/// How a cancellation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancelled {
+    /// Nothing to cancel: the function had already completed.
+    NotNeeded,
+    /// The function's stack was unwound: its destructors ran.
+    Unwound,
+    /// The function was stopped at an arbitrary instruction (or is owned by
+    /// another thread), where unwinding is undefined: its stack was reclaimed
+    /// without running its destructors.
+    Reclaimed,
+}
+
+impl<T> fmt::Debug for Linger<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Linger::Completion(_) => f.write_str("Linger::Completion(..)"),
+            Linger::Continuation(c) => write!(f, "Linger::Continuation(yielded: {})", c.yielded()),
+            Linger::Poison => f.write_str("Linger::Poison"),
+        }
+    }
+}
+
+impl<T> Continuation<'_, T> {
+    /// Did the function hand back control by calling [`pause`]?
+    pub fn yielded(&self) -> bool {
+        self.inner.frame.reason.get() == Suspend::Paused
+    }
+
+    /// Has the function started running (launched with a non-zero timeout or resumed)?
+    pub fn started(&self) -> bool {
+        self.inner.co.as_ref().is_some_and(|c| c.started())
+    }
+}
+
+impl<'a, T> Linger<'a, T> {
+    /// Did the function return?
+    pub fn is_completion(&self) -> bool {
+        matches!(self, Linger::Completion(_))
+    }
+
+    /// Is the function paused, waiting to be resumed?
+    pub fn is_continuation(&self) -> bool {
+        matches!(self, Linger::Continuation(_))
+    }
+
+    /// Did the function panic or overflow its stack?
+    pub fn is_poison(&self) -> bool {
+        matches!(self, Linger::Poison)
+    }
+
+    /// True if the function paused itself with [`pause`] (rather than timing out).
+    pub fn yielded(&self) -> bool {
+        matches!(self, Linger::Continuation(c) if c.yielded())
+    }
+
+    /// The return value, if it completed.
+    pub fn completion(self) -> Option<T> {
+        match self {
+            Linger::Completion(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Cancels the function if it has not completed, and says how. The
+    /// `Linger` becomes `Poison` unless it had completed.
+    pub fn cancel(&mut self) -> Cancelled {
+        let Linger::Continuation(c) = self else { return Cancelled::NotNeeded };
+        let r = c.inner.cancel().unwrap_or(Cancelled::NotNeeded);
+        *self = Linger::Poison;
+        r
+    }
+}
+
+/// Options for a single launch.
+#[derive(Clone, Debug, Default)]
+pub struct Builder {
+    stack_size: Option<usize>,
+    migratable: bool,
+}
+
+impl Builder {
+    /// A builder with the process defaults.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Usable stack size for this function (rounded up to pages, at least 64 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Allows resuming the function on a thread other than the one that
+    /// launched it. The caller promises that the function does not keep
+    /// thread-local addresses across preemption points: Rust `thread_local!`
+    /// and C `__thread` variables used in a loop are exactly such addresses
+    /// (the compiler hoists them). Non-migratable functions resumed elsewhere
+    /// get [`Error::WrongThread`].
+    pub fn migratable(mut self, yes: bool) -> Builder {
+        self.migratable = yes;
+        self
+    }
+
+    /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
+    pub fn launch<'a, T, F>(&self, f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
+        let cfg = runtime::init()?;
+        let size = match self.stack_size {
+            Some(s) => config::checked_stack_size(s)?,
+            None => cfg.stack_size,
+        };
+        let _scope = Scope::enter();
+        let inner = Inner::new(f, size, self.migratable)?;
+        let mut l = Linger::Continuation(Continuation { inner, _borrows: PhantomData });
+        if !timeout.is_zero() {
+            drive(&mut l, timeout)?;
+        }
+        Ok(l)
+    }
+}
+
+/// Runs `f` on the calling thread, on a stack of its own, for at most
+/// `timeout`.
+///
+/// Returns [`Linger::Completion`] if it returned in time, otherwise a
+/// [`Linger::Continuation`]. `Duration::ZERO` only sets the function up (it
+/// has not run when this returns); `Duration::MAX` means no limit. Inside
+/// another preemptible function, the inner deadline never extends past the
+/// outer one. A panic in `f` propagates to the caller and leaves nothing
+/// behind.
+pub fn launch<'a, T, F>(f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    Builder::new().launch(f, timeout)
+}
+
+/// Continues a paused function for at most `timeout`. A completed function is
+/// left as it is; a poisoned one gives [`Error::Poisoned`]. A panic inside the
+/// function propagates to the caller and leaves [`Linger::Poison`].
+pub fn resume<'l, 'a, T>(l: &'l mut Linger<'a, T>, timeout: Duration) -> Result<&'l mut Linger<'a, T>, Error> {
+    match l {
+        Linger::Completion(_) => Ok(l),
+        Linger::Poison => Err(Error::Poisoned),
+        Linger::Continuation(_) => {
+            runtime::init()?;
+            drive(l, timeout)?;
+            Ok(l)
+        }
+    }
+}
+
+fn drive<T>(l: &mut Linger<'_, T>, timeout: Duration) -> Result<(), Error> {
+    let Linger::Continuation(c) = l else { return Ok(()) };
+    let status = c.inner.resume(timeout);
+    match status? {
+        None | Some(Status::Suspended) => Ok(()),
+        Some(Status::Completed(v)) => {
+            *l = Linger::Completion(v);
+            Ok(())
+        }
+        Some(Status::Panicked(p)) => {
+            *l = Linger::Poison;
+            std::panic::resume_unwind(p)
+        }
+        Some(Status::Overflowed) => {
+            let Linger::Continuation(c) = std::mem::replace(l, Linger::Poison) else { unreachable!() };
+            Err(Error::StackOverflow { stack_size: c.inner.stack_size })
+        }
+    }
+}
+
+/// Inside a preemptible function: hands control back to the caller at once,
+/// as if the time had run out ([`Linger::yielded`] then reports it). Outside
+/// one it does nothing.
+pub fn pause() {
+    preempt::pause();
+}
+
+/// Is the calling code running inside a preemptible function?
+pub fn is_preemptible() -> bool {
+    !thread::ts().current.get().is_null()
+}
+
+/// A scope in which the calling preemptible function is not preempted. A
+/// deadline that passes inside it is taken as soon as the outermost scope
+/// ends. Costs a thread-local increment and decrement.
+pub struct Critical {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Critical {
+    /// Opens a no-preemption scope, closed when the guard drops.
+    #[inline]
+    pub fn enter() -> Critical {
+        std::mem::forget(Scope::enter());
+        Critical { _not_send: PhantomData }
+    }
+}
+
+impl Drop for Critical {
+    #[inline]
+    fn drop(&mut self) {
+        preempt::exit_scope();
+    }
+}
+
+/// Runs `f` without being preempted (see [`Critical`]).
+#[inline]
+pub fn critical<R>(f: impl FnOnce() -> R) -> R {
+    let _g = Critical::enter();
+    f()
+}

@@ -1,0 +1,174 @@
+//! Stack overflow inside a preemptible function: a clear message and an
+//! error for the caller instead of silent corruption or a bare SIGSEGV.
+//!
+//! The SIGSEGV handler runs on an alternate signal stack (the overflowed stack
+//! has no room). If the fault address is in the guard page of the running
+//! function's stack, it prints one line to stderr and uses corosensei's trap
+//! support to reset the coroutine so it returns `Outcome::Overflowed` to the
+//! caller, which reports `Error::StackOverflow`. The function's destructors do
+//! not run. Every other fault goes to the previous handler (Rust's own stack
+//! overflow reporter, or the default action).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+
+use crate::switch::Outcome;
+use crate::thread::ts;
+use crate::Error;
+
+static OLD_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static OLD_FLAGS: AtomicI32 = AtomicI32::new(0);
+const ALT_SIZE: usize = 64 * 1024;
+
+/// Installs the SIGSEGV handler (process-wide, once).
+pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
+    // SAFETY: querying/installing a sigaction with valid pointers; on_segv is
+    // async-signal-safe (write(2), reads of thread-local cells).
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
+            return Err(Error::Signal(std::io::Error::last_os_error()));
+        }
+        if old.sa_sigaction == on_segv as *const () as usize {
+            return Ok(());
+        }
+        OLD_ACTION.store(old.sa_sigaction, Ordering::Relaxed);
+        OLD_FLAGS.store(old.sa_flags, Ordering::Relaxed);
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_segv as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaddset(&mut sa.sa_mask, preempt_signal);
+        if libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) != 0 {
+            return Err(Error::Signal(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+struct AltStack(Cell<usize>);
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        let p = self.0.get();
+        if p != 0 {
+            // SAFETY: disable the alternate stack before unmapping our mapping.
+            unsafe {
+                let ss = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+                libc::sigaltstack(&ss, std::ptr::null_mut());
+                libc::munmap(p as *mut libc::c_void, ALT_SIZE);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static ALT: AltStack = const { AltStack(Cell::new(0)) };
+}
+
+/// Gives this thread an alternate signal stack if it has none (Rust threads
+/// already have one; threads made by C code usually do not).
+pub(crate) fn ensure_altstack() {
+    // SAFETY: query into a local; mapping and installing our own memory.
+    unsafe {
+        let mut cur: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut cur) != 0 || cur.ss_flags & libc::SS_DISABLE == 0 {
+            return;
+        }
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            ALT_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        let ss = libc::stack_t { ss_sp: p, ss_flags: 0, ss_size: ALT_SIZE };
+        if libc::sigaltstack(&ss, std::ptr::null_mut()) != 0 {
+            libc::munmap(p, ALT_SIZE);
+            return;
+        }
+        ALT.with(|a| a.0.set(p as usize));
+    }
+}
+
+/// Writes `msg` then the decimal `n` then `tail` to stderr, without allocating.
+fn report(msg: &[u8], n: usize, tail: &[u8]) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for part in [msg, &digits[i..], tail] {
+        // SAFETY: writing a valid buffer to fd 2; async-signal-safe.
+        unsafe { libc::write(2, part.as_ptr() as *const libc::c_void, part.len()) };
+    }
+}
+
+extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: the kernel passes valid siginfo/ucontext to an SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let frame = ts().current.get();
+    if !frame.is_null() {
+        // SAFETY: `current` is a live frame while set.
+        let f = unsafe { &*frame };
+        // A frame larger than a page may skip over the guard page: accept
+        // faults up to 64 KiB below it (Rust and hardened C probe every page).
+        if addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0 {
+            if let Some(trap) = f.trap.take() {
+                report(
+                    b"linger: stack overflow in a preemptible function (stack of ",
+                    (f.stack_hi - f.stack_lo) / 1024,
+                    b" KiB); the function was abandoned without running its destructors. \
+Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
+                );
+                f.overflowed.set(true);
+                // SAFETY: the fault happened on this coroutine's stack (the
+                // guard check above), and we update the interrupted context
+                // with exactly the registers corosensei asks for.
+                unsafe {
+                    let regs = trap.setup_trap_handler(|| Outcome::Overflowed);
+                    let g = &mut (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs;
+                    g[libc::REG_RIP as usize] = regs.rip as i64;
+                    g[libc::REG_RSP as usize] = regs.rsp as i64;
+                    g[libc::REG_RBP as usize] = regs.rbp as i64;
+                    g[libc::REG_RDI as usize] = regs.rdi as i64;
+                    g[libc::REG_RSI as usize] = regs.rsi as i64;
+                }
+                return;
+            }
+        }
+    }
+    chain(sig, info, uc);
+}
+
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    let old = OLD_ACTION.load(Ordering::Relaxed);
+    if old == libc::SIG_DFL || old == libc::SIG_IGN {
+        // Restore the default action; returning re-executes the faulting
+        // instruction, which then terminates the process as usual.
+        // SAFETY: installing SIG_DFL is always valid.
+        unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
+        return;
+    }
+    // SAFETY: `old` was installed by someone as a handler of this signal, with
+    // the calling convention its flags say.
+    unsafe {
+        if OLD_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+            let h: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(old);
+            h(sig, info, uc);
+        } else {
+            let h: extern "C" fn(libc::c_int) = std::mem::transmute(old);
+            h(sig);
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Where preemption happens.
+//!
+//! A preemptible function is stopped in exactly two ways:
+//!
+//! 1. **In the timer signal handler** ([`on_timer`]): the per-thread one-shot
+//!    timer fires at the deadline; the handler runs on the function's own
+//!    stack and, if the interrupted point is safe, switches straight back to
+//!    the caller, leaving the signal frame parked on that stack. Resuming
+//!    switches back into the handler, which returns and lets `rt_sigreturn`
+//!    restore every register (including FP/SIMD state).
+//! 2. **At the end of a no-preemption scope** ([`landed`] / [`exit_scope`]): if
+//!    the deadline passed while the thread was in a `critical` scope or in the
+//!    runtime itself, the handler only records it as pending and the scope's
+//!    exit hands control back through an ordinary function call.
+//!
+//! Only the second kind (and `pause()`) stops the function at a call
+//! instruction, where unwinding is defined; that is why cancellation can run
+//! destructors only for those (see `docs/safety.md`).
+//!
+//! The handler decides whether the interrupted point is safe like this:
+//! - inside a `critical` scope or runtime transit (counter > 0): defer, take it
+//!   at scope exit;
+//! - stack pointer outside the function's stack or above its entry frame:
+//!   defer (the thread is in runtime code or on a foreign stack);
+//! - program counter in code that must not be interrupted ([`crate::ranges`])
+//!   and not at the system call of an interposed blocking call: defer;
+//! - a return address into such code anywhere on the function's live stack
+//!   (e.g. user code called back from `qsort` or from `println!`'s formatting
+//!   while the stdout lock is held): defer.
+//!
+//! Deferrals of the last three kinds re-arm the timer with exponential back-off
+//! (10 us, 20 us, ... up to 250 us), like Go's retried async preemption.
+
+use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
+
+use crate::ranges;
+use crate::stats::bump;
+use crate::switch::{self, FpControl};
+use crate::thread::{now_ns, ts, Frame, Suspend, ThreadState, NEVER};
+use crate::timer;
+use crate::Error;
+
+/// First retry delay after a deferral by the PC/stack check, in ns.
+pub(crate) static RETRY_NS: AtomicU64 = AtomicU64::new(10_000);
+const MAX_RETRY_NS: u64 = 250_000;
+
+/// Installs the preemption signal handler (process-wide, once).
+pub(crate) fn install(signo: i32) -> Result<(), Error> {
+    // SAFETY: querying and installing a sigaction with valid pointers; the
+    // handler is async-signal-safe by construction (see on_timer).
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signo, std::ptr::null(), &mut old) != 0 {
+            return Err(Error::Signal(std::io::Error::last_os_error()));
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != on_timer as *const () as usize {
+            return Err(Error::Config(format!(
+                "signal {signo} already has a handler; pick another with LINGER_SIGNAL"
+            )));
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_timer as *const () as usize;
+        // SA_RESTART: blocking calls continue transparently after a resume.
+        // SA_NODEFER: we leave the handler by switching stacks, so the signal
+        // must not stay blocked in the caller. Re-entry is harmless: the timer
+        // is one-shot and disarmed while the handler runs.
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_NODEFER;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(signo, &sa, std::ptr::null_mut()) != 0 {
+            return Err(Error::Signal(std::io::Error::last_os_error()));
+        }
+        // The thread that launches may have inherited a mask blocking it.
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+/// Makes sure this thread does not block the preemption signal.
+pub(crate) fn unblock_on_this_thread(signo: i32) {
+    // SAFETY: plain sigset manipulation on a local.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
+    bump(&ts.stats.preemptions);
+    let over = now.saturating_sub(frame.deadline.get());
+    if over > ts.stats.worst_overrun_ns.get() {
+        ts.stats.worst_overrun_ns.set(over);
+    }
+}
+
+/// Hands control from the running function back to its caller; returns when
+/// the function is resumed (possibly on another thread). Does not leave the
+/// transit state: callers finish with [`landed`].
+///
+/// # Safety
+/// `frame` must be the innermost running function of this thread, and the
+/// code must be executing on its stack.
+unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t) {
+    let ts = ts();
+    // SAFETY: per the contract the frame is live (it is `ts.current`).
+    let f = unsafe { &*frame };
+    f.fn_defer.set(ts.defer.get());
+    ts.defer.set(f.fn_defer.get() + 1); // runtime transit: no preemption
+    ts.pending.set(false);
+    f.in_handler.set(!uc.is_null());
+    f.ucontext.set(uc);
+    f.reason.set(why);
+    let fp = FpControl::save();
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: the yielder belongs to the coroutine we are running on.
+    unsafe { switch::suspend(f.yielder.get(), why) };
+    compiler_fence(Ordering::SeqCst);
+    fp.restore();
+    f.in_handler.set(false);
+    f.ucontext.set(std::ptr::null_mut());
+}
+
+/// Called on the function's side right after control arrives (first start or
+/// resume): leaves the runtime transit, and takes at once a preemption that
+/// became due meanwhile (a deferred preemption, at a well-defined call site).
+pub(crate) fn landed() {
+    loop {
+        let ts = ts();
+        let d = ts.defer.get() - 1;
+        ts.defer.set(d);
+        compiler_fence(Ordering::SeqCst);
+        if d != 0 || !ts.pending.get() {
+            return;
+        }
+        take_pending(ts);
+    }
+}
+
+/// Takes a pending preemption at the end of a no-preemption scope.
+fn take_pending(ts: &ThreadState) {
+    ts.pending.set(false);
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is the live innermost function, and since the counter
+    // is zero we are running its own code on its stack.
+    let f = unsafe { &*frame };
+    let now = now_ns();
+    if now < f.deadline.get() {
+        return;
+    }
+    record_preemption(ts, f, now);
+    bump(&ts.stats.deferred_preemptions);
+    // SAFETY: see above.
+    unsafe { switch_out(frame, Suspend::Preempted, std::ptr::null_mut()) };
+    ts_after_switch_land();
+}
+
+#[inline(never)]
+fn ts_after_switch_land() {
+    // The defer counter is at transit level: leave it (and maybe preempt again).
+    landed();
+}
+
+/// Ends a no-preemption scope opened with `defer += 1`.
+#[inline]
+pub(crate) fn exit_scope() {
+    let ts = ts();
+    let d = ts.defer.get() - 1;
+    compiler_fence(Ordering::SeqCst);
+    ts.defer.set(d);
+    if d == 0 && ts.pending.get() {
+        take_pending(ts);
+    }
+}
+
+/// `pause()`: yield voluntarily, at a call site (unwinding is defined here).
+pub(crate) fn pause() {
+    let ts = ts();
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return;
+    }
+    bump(&ts.stats.pauses);
+    // SAFETY: `current` is this thread's innermost running function; a call
+    // to pause() from its code runs on its stack.
+    unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut()) };
+    landed();
+}
+
+/// Is the interrupted point `(pc, sp)` of `frame` safe to stop at?
+fn safe_point(frame: &Frame, pc: usize, sp: usize) -> bool {
+    let Some(table) = ranges::table() else { return false };
+    let entry = frame.entry_sp.get();
+    if entry == 0 || sp < frame.stack_lo || sp >= entry {
+        return false;
+    }
+    let mut from = sp;
+    if table.must_defer(pc) {
+        // Exception: the system call instruction of an interposed blocking
+        // call (read, nanosleep, ...): the libc wrapper below the interposer
+        // holds no lock there, so only the frames above the interposer count.
+        let b = frame.blocking_sp.get();
+        if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
+            return false;
+        }
+        from = b;
+    }
+    let mut a = (from + 7) & !7;
+    while a < entry {
+        // SAFETY: [sp, entry) is the live part of the function's own stack,
+        // mapped and readable.
+        let w = unsafe { *(a as *const usize) };
+        if table.deferred_return_address(w) {
+            return false;
+        }
+        a += 8;
+    }
+    true
+}
+
+/// The preemption signal handler.
+///
+/// Async-signal-safe: touches only const-initialised thread-local cells, the
+/// immutable range table, clock_gettime and timer_settime.
+extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: errno location is valid for the thread.
+    let saved_errno = unsafe { *libc::__errno_location() };
+    let ts = ts();
+    ts.signals.set(ts.signals.get() + 1);
+    ts.armed.set(NEVER); // one-shot: it just expired
+    let frame = ts.current.get();
+    if !frame.is_null() {
+        // SAFETY: `current` always points to a live frame (the runtime clears
+        // it before a frame is freed).
+        let f = unsafe { &*frame };
+        let now = now_ns();
+        let deadline = f.deadline.get();
+        if now < deadline {
+            bump(&ts.stats.spurious_signals);
+            let _ = timer::arm(ts, deadline);
+        } else if ts.defer.get() > 0 {
+            if !ts.pending.get() {
+                ts.pending.set(true);
+                bump(&ts.stats.deferrals);
+            }
+        } else {
+            let ucp = uc as *mut libc::ucontext_t;
+            // SAFETY: the kernel passes a valid ucontext to an SA_SIGINFO handler.
+            let (pc, sp) = unsafe {
+                let g = &(*ucp).uc_mcontext.gregs;
+                (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize)
+            };
+            if safe_point(f, pc, sp) {
+                f.retries.set(0);
+                record_preemption(ts, f, now);
+                // SAFETY: safe_point checked that we interrupted the function's
+                // own code on its own stack, and the handler frame is on it too.
+                unsafe { switch_out(frame, Suspend::Preempted, ucp) };
+                // Resumed. The next signal context is whatever thread we are on now.
+                landed_in_handler(ucp);
+            } else {
+                bump(&ts.stats.deferrals);
+                let n = f.retries.get();
+                f.retries.set(n.saturating_add(1));
+                let delay = (RETRY_NS.load(Ordering::Relaxed) << n.min(16)).min(MAX_RETRY_NS);
+                let _ = timer::arm(ts, now + delay);
+            }
+        }
+    } else {
+        bump(&ts.stats.spurious_signals);
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved_errno };
+}
+
+/// Landing inside the handler: a preemption that became due during the
+/// transit is taken again from here (still inside the signal frame).
+fn landed_in_handler(uc: *mut libc::ucontext_t) {
+    loop {
+        let ts = ts();
+        let d = ts.defer.get() - 1;
+        ts.defer.set(d);
+        compiler_fence(Ordering::SeqCst);
+        if d != 0 || !ts.pending.get() {
+            return;
+        }
+        ts.pending.set(false);
+        let frame = ts.current.get();
+        // SAFETY: we are running this frame's code (its handler) on its stack.
+        let f = unsafe { &*frame };
+        let now = now_ns();
+        if now < f.deadline.get() {
+            return;
+        }
+        record_preemption(ts, f, now);
+        bump(&ts.stats.deferred_preemptions);
+        // SAFETY: as above; the parked context stays the same signal frame.
+        unsafe { switch_out(frame, Suspend::Preempted, uc) };
+    }
+}
+
+/// Ensures the timer will fire by `deadline`.
+pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
+    timer::arm(ts, deadline).map_err(Error::Timer)
+}
+
+/// Depth of no-preemption scopes of the running context.
+pub(crate) fn critical_depth() -> u32 {
+    ts().defer.get()
+}

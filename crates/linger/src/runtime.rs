@@ -1,0 +1,371 @@
+//! The caller's side: creating, resuming and cancelling preemptible functions.
+//!
+//! Every entry point runs as a no-preemption scope (`defer += 1`), so a
+//! preemptible function that launches or resumes another one is never stopped
+//! half-way through this bookkeeping.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use corosensei::CoroutineResult;
+
+use crate::config::{self, Config};
+use crate::preempt::{self, exit_scope, landed};
+use crate::stack::PooledStack;
+use crate::stats::bump;
+use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
+use crate::thread::{now_ns, thread_key, ts, Frame, Suspend, NEVER};
+use crate::{overflow, ranges, timer, Error};
+
+static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Opens a no-preemption scope for the runtime's own bookkeeping.
+pub(crate) struct Scope(());
+
+impl Scope {
+    #[inline]
+    pub(crate) fn enter() -> Scope {
+        let t = ts();
+        t.defer.set(t.defer.get() + 1);
+        compiler_fence(Ordering::SeqCst);
+        Scope(())
+    }
+}
+
+impl Drop for Scope {
+    #[inline]
+    fn drop(&mut self) {
+        exit_scope();
+    }
+}
+
+/// Starts the runtime (once per process and once per thread).
+pub(crate) fn init() -> Result<&'static Config, Error> {
+    let cfg = config::current()?;
+    if READY.load(Ordering::Acquire) && ts().timer.get() >= 0 {
+        ranges::ensure(cfg); // cheap unless new code was loaded
+        return Ok(cfg);
+    }
+    init_slow(cfg)?;
+    Ok(cfg)
+}
+
+#[cold]
+fn init_slow(cfg: &'static Config) -> Result<(), Error> {
+    GLOBAL
+        .get_or_init(|| {
+            preempt::RETRY_NS.store(cfg.retry.as_nanos() as u64, Ordering::Relaxed);
+            crate::interpose::prepare();
+            ranges::ensure(cfg);
+            preempt::install(cfg.signal).map_err(|e| e.to_string())?;
+            overflow::install(cfg.signal).map_err(|e| e.to_string())?;
+            Ok(())
+        })
+        .clone()
+        .map_err(Error::Config)?;
+    READY.store(true, Ordering::Release);
+    let t = ts();
+    timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
+    overflow::ensure_altstack();
+    preempt::unblock_on_this_thread(cfg.signal);
+    Ok(())
+}
+
+/// Absolute deadline `timeout` from now (NEVER for "no limit").
+pub(crate) fn deadline_after(timeout: Duration) -> u64 {
+    if timeout == Duration::MAX {
+        return NEVER;
+    }
+    let ns = u64::try_from(timeout.as_nanos()).unwrap_or(NEVER);
+    now_ns().checked_add(ns).unwrap_or(NEVER)
+}
+
+/// A boxed preemptible function: frame, result slot and coroutine.
+#[repr(C)]
+pub(crate) struct Inner<T> {
+    pub frame: Frame,
+    pub result: Option<T>,
+    pub co: Option<Co>,
+    pub stack_size: usize,
+}
+
+/// How a run ended.
+pub(crate) enum Status<T> {
+    Suspended,
+    Completed(T),
+    Panicked(Box<dyn std::any::Any + Send>),
+    Overflowed,
+}
+
+/// Runs on the coroutine: the whole life of the user's function.
+fn body<T, F: FnOnce() -> T>(y: &Yield, f: F) -> Outcome {
+    let frame = ts().current.get();
+    // SAFETY: the runtime set `current` to this function's frame before the
+    // first switch; the frame lives as long as the coroutine.
+    let fr = unsafe { &*frame };
+    fr.yielder.set(y as *const Yield as *const ());
+    landed();
+    let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
+    let t = ts();
+    t.defer.set(t.defer.get() + 1); // transit back to the caller
+    match r {
+        Ok(v) => {
+            // SAFETY: `result` points at the continuation's `Option<T>` slot.
+            unsafe { *(fr.result.get() as *mut Option<T>) = Some(v) };
+            Outcome::Value
+        }
+        // A cancellation unwinds through here: let corosensei finish it.
+        Err(p) if fr.cancelling.get() => std::panic::resume_unwind(p),
+        Err(p) => Outcome::Panicked(p),
+    }
+}
+
+/// Records where the runtime's frames end (the stack scan stops there) and
+/// calls the user's function one frame further down.
+#[inline(never)]
+fn enter_user<T, F: FnOnce() -> T>(fr: &Frame, f: F) -> T {
+    fr.entry_sp.set(stack_pointer());
+    let v = call_user(f);
+    // Keeps this from being a tail call, so user frames stay below entry_sp.
+    std::hint::black_box(&v);
+    v
+}
+
+#[inline(never)]
+fn call_user<T, F: FnOnce() -> T>(f: F) -> T {
+    f()
+}
+
+impl<T> Inner<T> {
+    /// Creates a preemptible function without running it.
+    pub(crate) fn new<'a, F>(f: F, stack_size: usize, migratable: bool) -> Result<Box<Inner<T>>, Error>
+    where
+        F: FnOnce() -> T + 'a,
+    {
+        let stack = PooledStack::get(stack_size).map_err(Error::StackAllocation)?;
+        let (lo, hi) = stack.bounds();
+        let guard = stack.guard();
+        // SAFETY: the closure may borrow data of lifetime 'a; the returned
+        // continuation carries that lifetime, and the coroutine only runs
+        // while it is alive (a forgotten continuation never runs again).
+        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
+        let trap = co.trap_handler();
+        let mut b = Box::new(Inner {
+            frame: Frame {
+                deadline: Cell::new(NEVER),
+                yielder: Cell::new(ptr::null()),
+                entry_sp: Cell::new(0),
+                stack_lo: lo,
+                stack_hi: hi,
+                guard,
+                parent: Cell::new(ptr::null_mut()),
+                fn_defer: Cell::new(0),
+                caller_defer: Cell::new(0),
+                caller_pending: Cell::new(false),
+                blocking_sp: Cell::new(0),
+                in_handler: Cell::new(false),
+                ucontext: Cell::new(ptr::null_mut()),
+                running: Cell::new(false),
+                cancelling: Cell::new(false),
+                reason: Cell::new(Suspend::Preempted),
+                retries: Cell::new(0),
+                home: Cell::new(thread_key()),
+                migratable,
+                trap: Cell::new(Some(trap)),
+                overflowed: Cell::new(false),
+                result: Cell::new(ptr::null_mut()),
+            },
+            result: None,
+            co: Some(co),
+            stack_size,
+        });
+        let slot = &mut b.result as *mut Option<T> as *mut ();
+        b.frame.result.set(slot);
+        bump(&ts().stats.launches);
+        Ok(b)
+    }
+
+    /// Runs the function for at most `timeout`.
+    pub(crate) fn resume(&mut self, timeout: Duration) -> Result<Option<Status<T>>, Error> {
+        if self.co.is_none() {
+            return Ok(None);
+        }
+        if self.frame.running.get() {
+            return Err(Error::Busy);
+        }
+        let me = thread_key();
+        if !self.frame.migratable && self.frame.home.get() != me {
+            return Err(Error::WrongThread);
+        }
+        if timeout.is_zero() {
+            return Ok(Some(Status::Suspended));
+        }
+        let _scope = Scope::enter();
+        let mut deadline = deadline_after(timeout);
+        let t = ts();
+        let parent = t.current.get();
+        if !parent.is_null() {
+            // SAFETY: `current` is a live frame.
+            deadline = deadline.min(unsafe { (*parent).deadline.get() });
+        }
+        if self.frame.home.get() != me {
+            self.migrate_to_this_thread(me);
+        }
+        let r = self.switch_in(deadline, |co| co.resume(()))?;
+        Ok(Some(self.finish(r)))
+    }
+
+    /// A function parked in the signal handler will `rt_sigreturn` on this
+    /// thread: make that restore *this* thread's alternate signal stack.
+    fn migrate_to_this_thread(&mut self, me: usize) {
+        let uc = self.frame.ucontext.get();
+        if self.frame.in_handler.get() && !uc.is_null() {
+            // SAFETY: the parked signal frame is alive on the function's stack;
+            // querying our sigaltstack into it.
+            unsafe { libc::sigaltstack(ptr::null(), &mut (*uc).uc_stack) };
+        }
+        self.frame.home.set(me);
+    }
+
+    /// Switches into the coroutine with the caller/function bookkeeping around
+    /// it. `go` either resumes it or force-unwinds it.
+    fn switch_in(
+        &mut self,
+        deadline: u64,
+        go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,
+    ) -> Result<CoroutineResult<Suspend, Outcome>, Error> {
+        let t = ts();
+        let f = &self.frame;
+        f.caller_defer.set(t.defer.get() - 1);
+        f.caller_pending.set(t.pending.get());
+        f.parent.set(t.current.get());
+        f.deadline.set(deadline);
+        f.retries.set(0);
+        preempt::arm(t, deadline)?;
+        f.running.set(true);
+        t.current.set(f as *const Frame as *mut Frame);
+        t.defer.set(f.fn_defer.get() + 1);
+        t.pending.set(false);
+        compiler_fence(Ordering::SeqCst);
+        let fp = FpControl::save();
+        let r = go(self.co.as_mut().expect("checked by caller"));
+        fp.restore();
+        compiler_fence(Ordering::SeqCst);
+        let t = ts();
+        let f = &self.frame;
+        f.running.set(false);
+        let parent = f.parent.get();
+        t.current.set(parent);
+        t.defer.set(f.caller_defer.get() + 1);
+        t.pending.set(f.caller_pending.get());
+        if !parent.is_null() {
+            // Back in an enclosing preemptible function: its own deadline
+            // may have passed meanwhile (taken when our scope closes).
+            // SAFETY: the parent frame is live while it runs us.
+            let pd = unsafe { (*parent).deadline.get() };
+            if now_ns() >= pd {
+                t.pending.set(true);
+            } else {
+                let _ = preempt::arm(t, pd);
+            }
+        }
+        Ok(r)
+    }
+
+    fn finish(&mut self, r: CoroutineResult<Suspend, Outcome>) -> Status<T> {
+        let stats = &ts().stats;
+        match r {
+            CoroutineResult::Yield(_) => Status::Suspended,
+            CoroutineResult::Return(out) => {
+                self.recycle_stack();
+                match out {
+                    Outcome::Value => {
+                        bump(&stats.completions);
+                        Status::Completed(self.result.take().expect("value stored on return"))
+                    }
+                    Outcome::Panicked(p) => {
+                        bump(&stats.panics);
+                        Status::Panicked(p)
+                    }
+                    Outcome::Overflowed => {
+                        bump(&stats.stack_overflows);
+                        Status::Overflowed
+                    }
+                }
+            }
+        }
+    }
+
+    fn recycle_stack(&mut self) {
+        self.frame.trap.set(None);
+        if let Some(co) = self.co.take() {
+            debug_assert!(co.done());
+            co.into_stack().recycle();
+        }
+    }
+
+    /// Cancels an unfinished function. Unwinds its stack (running destructors)
+    /// when it stopped at a call site on this thread; otherwise reclaims the
+    /// stack without unwinding.
+    pub(crate) fn cancel(&mut self) -> Result<crate::Cancelled, Error> {
+        let Some(co) = self.co.as_mut() else { return Ok(crate::Cancelled::NotNeeded) };
+        if self.frame.running.get() {
+            return Err(Error::Busy);
+        }
+        let _scope = Scope::enter();
+        let stats = &ts().stats;
+        let kind = if !co.started() {
+            // Drops the closure (and what it captured) without running it.
+            co.force_unwind();
+            bump(&stats.cancels_unwound);
+            crate::Cancelled::Unwound
+        } else if self.frame.in_handler.get() || (!self.frame.migratable && self.frame.home.get() != thread_key()) {
+            // SAFETY: stopped at an arbitrary instruction (or on a foreign
+            // thread): unwinding is not defined there. Abandoning the stack
+            // leaks the function's own heap objects but no runtime resource,
+            // and no libc/std lock can be held (those points are never preempted).
+            unsafe { co.force_reset() };
+            bump(&stats.cancels_reclaimed);
+            crate::Cancelled::Reclaimed
+        } else {
+            self.frame.cancelling.set(true);
+            let me = thread_key();
+            if self.frame.home.get() != me {
+                self.migrate_to_this_thread(me);
+            }
+            // Destructors run with preemption deferred (no deadline).
+            self.frame.fn_defer.set(self.frame.fn_defer.get() + 1);
+            let r = self.switch_in(NEVER, |co| {
+                co.force_unwind();
+                CoroutineResult::Return(Outcome::Value)
+            });
+            if r.is_err() {
+                // Could not even arm (cannot happen with NEVER); fall back.
+                // SAFETY: as in the reclaim branch above.
+                unsafe { self.co.as_mut().expect("present").force_reset() };
+            }
+            bump(&stats.cancels_unwound);
+            crate::Cancelled::Unwound
+        };
+        self.recycle_stack();
+        Ok(kind)
+    }
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        if self.co.is_some() && !self.frame.running.get() {
+            let _ = self.cancel();
+        }
+        if let Some(co) = self.co.as_mut() {
+            // Still unfinished (running: cannot happen through the safe API).
+            // SAFETY: see the reclaim branch of `cancel`.
+            unsafe { co.force_reset() };
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Stacks for preemptible functions: mmap'd, committed lazily, one guard page
+//! below, and pooled per thread so a launch normally costs no system call.
+//!
+//! Hand-written rather than corosensei's `DefaultStack` because we need a pool,
+//! guard pages that cost no extra VMA (`MADV_GUARD_INSTALL`, falling back to
+//! `mprotect`), and the guard range for the stack-overflow handler.
+
+use std::cell::RefCell;
+use std::io;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use corosensei::stack::{Stack, StackPointer};
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13); not in glibc 2.36 headers.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+/// Stacks kept per thread for reuse.
+const POOL_PER_THREAD: usize = 64;
+
+static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
+static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    PAGE.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Number of mapped stacks (in use or pooled), for tests and stats.
+pub fn live_stacks() -> usize {
+    LIVE_STACKS.load(Ordering::Relaxed)
+}
+
+/// One mapping: `[low, low + guard)` is the guard, `[low + guard, high)` the stack.
+pub(crate) struct PooledStack {
+    low: usize,
+    high: usize,
+}
+
+impl PooledStack {
+    /// Takes a stack of `size` usable bytes (a multiple of the page size) from
+    /// this thread's pool, or maps a new one.
+    pub(crate) fn get(size: usize) -> io::Result<PooledStack> {
+        let reused = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let i = p.iter().rposition(|s| s.usable() == size)?;
+            Some(p.swap_remove(i))
+        });
+        match reused {
+            Ok(Some(s)) => Ok(s),
+            _ => Self::map(size),
+        }
+    }
+
+    fn map(size: usize) -> io::Result<PooledStack> {
+        let guard = page_size();
+        let len = size + guard;
+        // SAFETY: anonymous private mapping at a kernel-chosen address; no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = PooledStack { low: p as usize, high: p as usize + len };
+        LIVE_STACKS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the guard page lies inside the mapping we just created and
+        // nothing references it yet.
+        unsafe {
+            if !(GUARD_MADVISE_WORKS.load(Ordering::Relaxed) && libc::madvise(p, guard, MADV_GUARD_INSTALL) == 0) {
+                GUARD_MADVISE_WORKS.store(false, Ordering::Relaxed);
+                if libc::mprotect(p, guard, libc::PROT_NONE) != 0 {
+                    return Err(io::Error::last_os_error()); // `stack` drops and unmaps
+                }
+            }
+        }
+        Ok(stack)
+    }
+
+    pub(crate) fn usable(&self) -> usize {
+        self.high - self.low - page_size()
+    }
+
+    /// Address range of the guard page (and the page above it, which an
+    /// overflowing frame touches first when it is larger than a page).
+    pub(crate) fn guard(&self) -> (usize, usize) {
+        (self.low, self.low + page_size())
+    }
+
+    pub(crate) fn bounds(&self) -> (usize, usize) {
+        (self.low + page_size(), self.high)
+    }
+
+    /// Gives the stack back to this thread's pool (or unmaps it).
+    pub(crate) fn recycle(self) {
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < POOL_PER_THREAD {
+                p.push(PooledStack { low: self.low, high: self.high });
+                std::mem::forget(self);
+            }
+        });
+        // Falls through to Drop (unmap) when the pool is full or gone.
+    }
+}
+
+impl Drop for PooledStack {
+    fn drop(&mut self) {
+        // SAFETY: we own this mapping and nothing runs on it any more.
+        unsafe { libc::munmap(self.low as *mut libc::c_void, self.high - self.low) };
+        LIVE_STACKS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: base/limit describe a mapping we own with a guard page at the bottom
+// and at least MIN_STACK_SIZE usable bytes (enforced by config).
+unsafe impl Stack for PooledStack {
+    fn base(&self) -> StackPointer {
+        NonZeroUsize::new(self.high).expect("mapping is not at address 0")
+    }
+    fn limit(&self) -> StackPointer {
+        NonZeroUsize::new(self.low).expect("mapping is not at address 0")
+    }
+}
+
+thread_local! {
+    static POOL: RefCell<Vec<PooledStack>> = const { RefCell::new(Vec::new()) };
+}

@@ -1,0 +1,132 @@
+//! Per-thread runtime state, shared between ordinary code and the preemption
+//! signal handler of the same thread.
+//!
+//! Everything here is `const`-initialised and has no destructor, so Rust
+//! accesses it without lazy registration: that makes it safe to touch from a
+//! signal handler. Code that may be resumed on another thread must not keep a
+//! reference to this state across a switch: use [`ts`], which the compiler
+//! cannot cache.
+
+use std::cell::Cell;
+use std::ptr;
+
+use corosensei::trap::CoroutineTrapHandler;
+
+use crate::stats::StatCells;
+use crate::switch::Outcome;
+
+/// Deadline meaning "no limit" / "timer not armed".
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// Why a function handed control back to its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suspend {
+    /// It called `pause()`.
+    Paused,
+    /// Its deadline passed (taken in the signal handler or at a deferral exit).
+    Preempted,
+}
+
+/// The type-independent part of a running or paused preemptible function.
+/// Lives inside the boxed continuation, so its address is stable.
+pub(crate) struct Frame {
+    /// Absolute CLOCK_MONOTONIC deadline (ns) of the current slice.
+    pub deadline: Cell<u64>,
+    /// `&Yielder` of the coroutine, set when it first runs.
+    pub yielder: Cell<*const ()>,
+    /// Stack address just below the runtime's entry frames: the stack scan stops here.
+    pub entry_sp: Cell<usize>,
+    /// Usable stack bounds and guard page.
+    pub stack_lo: usize,
+    pub stack_hi: usize,
+    pub guard: (usize, usize),
+    /// Enclosing running function on this thread (nesting).
+    pub parent: Cell<*mut Frame>,
+    /// The function's own critical depth while it is switched out.
+    pub fn_defer: Cell<u32>,
+    /// The caller's critical depth and pending flag while the function runs.
+    pub caller_defer: Cell<u32>,
+    pub caller_pending: Cell<bool>,
+    /// Set while an interposed blocking call runs: stack address of its frame.
+    pub blocking_sp: Cell<usize>,
+    /// The function is parked inside the signal handler (cannot be unwound).
+    pub in_handler: Cell<bool>,
+    /// Its signal context while parked in the handler.
+    pub ucontext: Cell<*mut libc::ucontext_t>,
+    /// Running right now (guards against a function resuming itself).
+    pub running: Cell<bool>,
+    /// Cancellation by unwinding is in progress.
+    pub cancelling: Cell<bool>,
+    /// Last reason for handing back control.
+    pub reason: Cell<Suspend>,
+    /// Consecutive deferrals by the stack/PC check, for retry back-off.
+    pub retries: Cell<u32>,
+    /// Thread the function belongs to (address of that thread's state).
+    pub home: Cell<usize>,
+    pub migratable: bool,
+    /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
+    pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
+    /// Set by the SIGSEGV handler when it abandoned the function.
+    pub overflowed: Cell<bool>,
+    /// Where the coroutine stores its return value (`*mut Option<T>`).
+    pub result: Cell<*mut ()>,
+}
+
+/// Thread-wide state.
+pub(crate) struct ThreadState {
+    /// Innermost running preemptible function, or null.
+    pub current: Cell<*mut Frame>,
+    /// Depth of no-preemption scopes (critical sections and runtime transit).
+    pub defer: Cell<u32>,
+    /// A deadline passed during a no-preemption scope.
+    pub pending: Cell<bool>,
+    /// Deadline the timer is armed for, or NEVER.
+    pub armed: Cell<u64>,
+    /// Kernel timer id, or -1 before the thread's first launch.
+    pub timer: Cell<i32>,
+    /// Entries into the preemption handler on this thread (lets interposed
+    /// calls tell our EINTRs from the program's).
+    pub signals: Cell<u64>,
+    pub stats: StatCells,
+}
+
+thread_local! {
+    static TS: ThreadState = const {
+        ThreadState {
+            current: Cell::new(ptr::null_mut()),
+            defer: Cell::new(0),
+            pending: Cell::new(false),
+            armed: Cell::new(NEVER),
+            timer: Cell::new(-1),
+            signals: Cell::new(0),
+            stats: StatCells::new(),
+        }
+    };
+}
+
+/// This thread's state. Never inlined and opaque to the optimiser, so a call
+/// after a context switch really reads the *current* thread's pointer.
+#[inline(never)]
+pub(crate) fn ts() -> &'static ThreadState {
+    // SAFETY: an empty asm block with default options acts as a compiler
+    // barrier that may read memory, so calls to this function are not merged.
+    unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+    // SAFETY: the state is const-initialised without destructor, so it lives
+    // as long as the thread; callers never keep the reference across a switch
+    // to another thread or past thread exit.
+    TS.with(|t| unsafe { &*(t as *const ThreadState) })
+}
+
+/// Identifier used for the "home thread" check.
+pub(crate) fn thread_key() -> usize {
+    ts() as *const ThreadState as usize
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO; async-signal-safe).
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer; clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}

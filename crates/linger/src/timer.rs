@@ -1,0 +1,100 @@
+//! One-shot per-thread deadline timer.
+//!
+//! Each thread that runs preemptible functions owns one POSIX timer on
+//! CLOCK_MONOTONIC whose signal is aimed at that thread (SIGEV_THREAD_ID), so
+//! any number of threads can preempt at once. The timer is armed for an
+//! absolute deadline and never ticks periodically. It is disarmed lazily:
+//! arming only happens when the new deadline is *earlier* than the pending one,
+//! and an early or stray expiry is handled (re-armed or ignored) by the
+//! handler. This keeps the timer system call (1-2 us in these VMs) off the
+//! launch fast path.
+
+use std::cell::Cell;
+use std::io;
+use std::sync::atomic::{compiler_fence, Ordering};
+
+use crate::thread::{ThreadState, NEVER};
+
+struct TimerOwner(Cell<i32>);
+
+impl Drop for TimerOwner {
+    fn drop(&mut self) {
+        let id = self.0.get();
+        if id >= 0 {
+            // SAFETY: deleting our own kernel timer id; no memory involved.
+            unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
+        }
+    }
+}
+
+thread_local! {
+    static OWNER: TimerOwner = const { TimerOwner(Cell::new(-1)) };
+}
+
+/// Creates this thread's timer if it has none yet.
+pub(crate) fn ensure(ts: &ThreadState, signo: i32) -> io::Result<()> {
+    if ts.timer.get() >= 0 {
+        return Ok(());
+    }
+    // SAFETY: an all-zero sigevent is a valid value of this plain C struct.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_THREAD_ID;
+    sev.sigev_signo = signo;
+    // SAFETY: gettid has no preconditions.
+    sev.sigev_notify_thread_id = unsafe { libc::gettid() };
+    let mut id: libc::c_int = -1;
+    // SAFETY: valid pointers to a sigevent and an int for the kernel to fill.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            libc::CLOCK_MONOTONIC as libc::c_long,
+            &mut sev as *mut libc::sigevent,
+            &mut id as *mut libc::c_int,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    OWNER.with(|o| o.0.set(id));
+    ts.timer.set(id);
+    Ok(())
+}
+
+/// Makes sure the timer fires no later than `deadline` (absolute monotonic
+/// ns). Does nothing if it is already armed for that time or earlier.
+/// Async-signal-safe.
+#[inline]
+pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> io::Result<()> {
+    if deadline == NEVER || deadline >= ts.armed.get() {
+        return Ok(());
+    }
+    arm_slow(ts, deadline)
+}
+
+#[cold]
+fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
+    // Record first: if the signal fires before the syscall returns, the handler
+    // resets `armed` to NEVER and that must win.
+    ts.armed.set(deadline);
+    compiler_fence(Ordering::SeqCst);
+    let d = deadline.max(1);
+    let its = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: (d / 1_000_000_000) as i64, tv_nsec: (d % 1_000_000_000) as i64 },
+    };
+    // SAFETY: timer id owned by this thread; valid itimerspec; old value not requested.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            ts.timer.get() as libc::c_long,
+            libc::TIMER_ABSTIME as libc::c_long,
+            &its as *const libc::itimerspec,
+            std::ptr::null_mut::<libc::itimerspec>(),
+        )
+    };
+    if r != 0 {
+        ts.armed.set(NEVER);
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+/*
+ * linger: lightweight preemptible functions (C API).
+ *
+ *   linger_t l = linger_launch(work, 100, &state);   // run for at most 100 us
+ *   while (!l.is_complete) { ...; linger_resume(&l, 100); }
+ *
+ * Errors never abort: functions return an error state or -1 and set errno.
+ */
+
+#ifndef LINGER_H
+#define LINGER_H
+
+/* Generated from crates/linger/src/ffi.rs by cbindgen (crates/linger/build.rs). Do not edit: run `LINGER_UPDATE_HEADER=1 cargo build -p linger` after changing the C API; the test `header_is_current` fails while this file is stale. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// A preemptible function as seen from C.
+//
+// - Completed: `is_complete` is true and the function owns nothing.
+// - Paused: `is_complete` is false and `continuation` is non-NULL.
+// - Cancelled (by `linger_cancel`, or abandoned after a stack overflow):
+//   `is_cancelled` is true and `continuation` is NULL.
+// - Failed launch: all three are false/NULL and `errno` says why.
+typedef struct linger_t {
+  // The function returned.
+  bool is_complete;
+  // The function was cancelled and can never run again.
+  bool is_cancelled;
+  // Opaque handle of the paused function, or NULL.
+  void *continuation;
+} linger_t;
+
+// Per-launch options for `linger_launch_opts` (zero-initialise for defaults).
+typedef struct linger_opts_t {
+  // Usable stack size in bytes; 0 for the default (`LINGER_STACK_SIZE`, 256 KiB).
+  uintptr_t stack_size;
+  // May be resumed on a thread other than the launching one.
+  bool migratable;
+} linger_opts_t;
+
+// Counters of the calling thread (see `linger_stats`); the same fields as the
+// Rust `linger::Stats`, documented there.
+typedef struct linger_stats_t {
+  // Functions launched.
+  uint64_t launches;
+  // Functions that returned.
+  uint64_t completions;
+  // `linger_pause` calls that handed back control.
+  uint64_t pauses;
+  // Preemptions at a deadline.
+  uint64_t preemptions;
+  // Of those, taken late at the end of a no-preemption scope.
+  uint64_t deferred_preemptions;
+  // Deadline signals that found code that must not be interrupted.
+  uint64_t deferrals;
+  // Timer signals that arrived early or with nothing running.
+  uint64_t spurious_signals;
+  // Cancellations that unwound the stack (destructors ran).
+  uint64_t cancels_unwound;
+  // Cancellations that reclaimed the stack without unwinding.
+  uint64_t cancels_reclaimed;
+  // Functions abandoned after a stack overflow.
+  uint64_t stack_overflows;
+  // Panics propagated out of preemptible functions (Rust only).
+  uint64_t panics;
+  // Largest delay between a deadline and the preemption, in ns.
+  uint64_t worst_overrun_ns;
+} linger_stats_t;
+
+// The C function type run by `linger_launch`.
+typedef void (*linger_fn)(void*);
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// Runs `func(arg)` on its own stack for at most `timeout_us` microseconds.
+// `0` only sets the function up; `UINT64_MAX` means no limit. On failure the
+// result has `is_complete == false` and `continuation == NULL`, and `errno`
+// is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
+// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
+struct linger_t linger_launch(void (*func)(void*), uint64_t timeout_us, void *arg);
+
+// Like `linger_launch`, with options (`opts` may be NULL).
+//
+// # Safety
+// `opts` must be NULL or point to a readable `linger_opts_t`.
+struct linger_t linger_launch_opts(void (*func)(void*),
+                                   uint64_t timeout_us,
+                                   void *arg,
+                                   const struct linger_opts_t *opts);
+
+// Continues a paused function for at most `timeout_us` microseconds (`0`
+// does nothing, `UINT64_MAX` means no limit). Returns 0 (check
+// `is_complete`), or -1 with `errno`: `EINVAL` (NULL, failed launch, or not a
+// live continuation), `ECANCELED` (cancelled), `EBUSY` (already running),
+// `EXDEV` (launched on another thread, not migratable), `EFAULT` (stack
+// overflow: now cancelled), `EAGAIN` (timer). Resuming a completed function
+// returns 0 and does nothing.
+//
+// # Safety
+// `l` must be NULL or point to a writable `linger_t`.
+int32_t linger_resume(struct linger_t *l, uint64_t timeout_us);
+
+// Cancels a paused function: unwinds it if it paused itself or stopped at the
+// end of a critical section, else reclaims its stack without unwinding.
+// Returns 0; on a completed or never-launched `linger_t`, 0 and nothing
+// happens. Returns -1 with `errno` for NULL (`EINVAL`), an already cancelled
+// function (`EALREADY`), a stale or made-up handle (`EINVAL`), or one that is
+// running (`EBUSY`).
+//
+// # Safety
+// `l` must be NULL or point to a writable `linger_t`.
+int32_t linger_cancel(struct linger_t *l);
+
+// Inside a preemptible function: return to the caller now. Elsewhere: nothing.
+void linger_pause(void);
+
+// True if the function paused itself with `linger_pause` (false for NULL).
+//
+// # Safety
+// `l` must be NULL or point to a readable `linger_t`.
+bool linger_yielded(const struct linger_t *l);
+
+// True when called from inside a preemptible function.
+bool linger_is_preemptible(void);
+
+// Opens a no-preemption scope (nestable); a deadline that passes inside it is
+// taken at the matching outermost `linger_critical_end`.
+void linger_critical_begin(void);
+
+// Closes a scope opened by `linger_critical_begin`. Returns 0, or -1 with
+// `EINVAL` if no scope is open.
+int32_t linger_critical_end(void);
+
+// Copies the calling thread's counters into `out`. Returns 0, or -1 with
+// `EINVAL` for NULL.
+//
+// # Safety
+// `out` must be NULL or point to a writable `linger_stats_t`.
+int32_t linger_stats(struct linger_stats_t *out);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* LINGER_H */
