@@ -186,7 +186,7 @@ impl Table {
 
 /// Runs `f` with preemption deferred and panics turned into `EIO`.
 fn guarded<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
-    let _scope = Scope::enter();
+    let _scope = Scope::enter_from_c();
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         set_errno(libc::EIO);
         on_panic
@@ -382,7 +382,8 @@ pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
 /// Inside a preemptible function: return to the caller now. Elsewhere: nothing.
 #[no_mangle]
 pub extern "C" fn linger_pause() {
-    crate::pause();
+    // Stopped inside an `extern "C"` frame: cancellation must not unwind it.
+    crate::preempt::pause(false);
 }
 
 /// True if the function paused itself with `linger_pause` (false for NULL).
@@ -413,7 +414,7 @@ pub extern "C" fn linger_is_preemptible() -> bool {
 /// taken at the matching outermost `linger_critical_end`.
 #[no_mangle]
 pub extern "C" fn linger_critical_begin() {
-    std::mem::forget(crate::Critical::enter());
+    std::mem::forget(Scope::enter_from_c());
 }
 
 /// Closes a scope opened by `linger_critical_begin`. Returns 0, or -1 with
@@ -424,7 +425,7 @@ pub extern "C" fn linger_critical_end() -> i32 {
         set_errno(libc::EINVAL);
         return -1;
     }
-    crate::preempt::exit_scope();
+    crate::preempt::exit_scope(false);
     0
 }
 

@@ -258,7 +258,7 @@ fn drive<T>(l: &mut Linger<'_, T>, timeout: Duration) -> Result<(), Error> {
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.
 pub fn pause() {
-    preempt::pause();
+    preempt::pause(true);
 }
 
 /// Is the calling code running inside a preemptible function?
@@ -285,7 +285,7 @@ impl Critical {
 impl Drop for Critical {
     #[inline]
     fn drop(&mut self) {
-        preempt::exit_scope();
+        preempt::exit_scope(true);
     }
 }
 

@@ -28,8 +28,9 @@
 //!   (e.g. user code called back from `qsort` or from `println!`'s formatting
 //!   while the stdout lock is held): defer.
 //!
-//! Deferrals of the last three kinds re-arm the timer with exponential back-off
-//! (10 us, 20 us, ... up to 250 us), like Go's retried async preemption.
+//! Deferrals of the last three kinds re-arm the timer: 32 times at the base
+//! interval (10 us), then with exponential back-off up to 250 us, like Go's
+//! retried async preemption.
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
@@ -43,6 +44,7 @@ use crate::Error;
 /// First retry delay after a deferral by the PC/stack check, in ns.
 pub(crate) static RETRY_NS: AtomicU64 = AtomicU64::new(10_000);
 const MAX_RETRY_NS: u64 = 250_000;
+const RETRIES_BEFORE_BACKOFF: u32 = 32;
 
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
@@ -104,7 +106,7 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
 /// # Safety
 /// `frame` must be the innermost running function of this thread, and the
 /// code must be executing on its stack.
-unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t) {
+unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t, unwindable: bool) {
     let ts = ts();
     // SAFETY: per the contract the frame is live (it is `ts.current`).
     let f = unsafe { &*frame };
@@ -112,6 +114,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t)
     ts.defer.set(f.fn_defer.get() + 1); // runtime transit: no preemption
     ts.pending.set(false);
     f.in_handler.set(!uc.is_null());
+    f.unwindable.set(unwindable);
     f.ucontext.set(uc);
     f.reason.set(why);
     let fp = FpControl::save();
@@ -127,60 +130,60 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t)
 /// Called on the function's side right after control arrives (first start or
 /// resume): leaves the runtime transit, and takes at once a preemption that
 /// became due meanwhile (a deferred preemption, at a well-defined call site).
-pub(crate) fn landed() {
+/// `unwindable` says whether the frames around this call may be unwound.
+pub(crate) fn landed(unwindable: bool) {
     loop {
         let ts = ts();
-        let d = ts.defer.get() - 1;
-        ts.defer.set(d);
+        let d = ts.defer.get();
+        debug_assert!(d > 0, "landed outside a transit");
+        ts.defer.set(d - 1);
         compiler_fence(Ordering::SeqCst);
-        if d != 0 || !ts.pending.get() {
+        // After a switch-out we are back at transit level: go round again.
+        if d != 1 || !ts.pending.get() || !take_pending(ts, unwindable) {
             return;
         }
-        take_pending(ts);
     }
 }
 
-/// Takes a pending preemption at the end of a no-preemption scope.
-fn take_pending(ts: &ThreadState) {
+/// Takes a pending preemption at the end of a no-preemption scope. Returns
+/// true if the function was switched out (it has been resumed since, and the
+/// counter is at transit level again).
+fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
     ts.pending.set(false);
     let frame = ts.current.get();
     if frame.is_null() {
-        return;
+        return false;
     }
     // SAFETY: `current` is the live innermost function, and since the counter
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
     let now = now_ns();
     if now < f.deadline.get() {
-        return;
+        return false;
     }
     record_preemption(ts, f, now);
     bump(&ts.stats.deferred_preemptions);
     // SAFETY: see above.
-    unsafe { switch_out(frame, Suspend::Preempted, std::ptr::null_mut()) };
-    ts_after_switch_land();
-}
-
-#[inline(never)]
-fn ts_after_switch_land() {
-    // The defer counter is at transit level: leave it (and maybe preempt again).
-    landed();
+    unsafe { switch_out(frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) };
+    true
 }
 
 /// Ends a no-preemption scope opened with `defer += 1`.
 #[inline]
-pub(crate) fn exit_scope() {
+pub(crate) fn exit_scope(unwindable: bool) {
     let ts = ts();
+    debug_assert!(ts.defer.get() > 0, "unbalanced no-preemption scope");
     let d = ts.defer.get() - 1;
     compiler_fence(Ordering::SeqCst);
     ts.defer.set(d);
-    if d == 0 && ts.pending.get() {
-        take_pending(ts);
+    if d == 0 && ts.pending.get() && take_pending(ts, unwindable) {
+        landed(unwindable);
     }
 }
 
-/// `pause()`: yield voluntarily, at a call site (unwinding is defined here).
-pub(crate) fn pause() {
+/// `pause()`: yield voluntarily, at a call site (unwinding is defined there
+/// when the caller is Rust code).
+pub(crate) fn pause(unwindable: bool) {
     let ts = ts();
     let frame = ts.current.get();
     if frame.is_null() {
@@ -189,8 +192,8 @@ pub(crate) fn pause() {
     bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
-    unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut()) };
-    landed();
+    unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
+    landed(unwindable);
 }
 
 /// Is the interrupted point `(pc, sp)` of `frame` safe to stop at?
@@ -261,14 +264,17 @@ extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut 
                 record_preemption(ts, f, now);
                 // SAFETY: safe_point checked that we interrupted the function's
                 // own code on its own stack, and the handler frame is on it too.
-                unsafe { switch_out(frame, Suspend::Preempted, ucp) };
+                unsafe { switch_out(frame, Suspend::Preempted, ucp, false) };
                 // Resumed. The next signal context is whatever thread we are on now.
                 landed_in_handler(ucp);
             } else {
                 bump(&ts.stats.deferrals);
                 let n = f.retries.get();
                 f.retries.set(n.saturating_add(1));
-                let delay = (RETRY_NS.load(Ordering::Relaxed) << n.min(16)).min(MAX_RETRY_NS);
+                // Retry at the base interval a few times (most deferrals are
+                // short library calls), then back off for long ones.
+                let shift = n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16);
+                let delay = (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS);
                 let _ = timer::arm(ts, now + delay);
             }
         }
@@ -301,7 +307,7 @@ fn landed_in_handler(uc: *mut libc::ucontext_t) {
         record_preemption(ts, f, now);
         bump(&ts.stats.deferred_preemptions);
         // SAFETY: as above; the parked context stays the same signal frame.
-        unsafe { switch_out(frame, Suspend::Preempted, uc) };
+        unsafe { switch_out(frame, Suspend::Preempted, uc, false) };
     }
 }
 

@@ -183,8 +183,11 @@ pub(crate) fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
     if cfg.defer_symbols.iter().any(|p| name.contains(p.as_str())) {
         return true;
     }
-    // Leaf wrappers around a blocking system call hold no lock: preemptible.
-    if name.contains("thread::sleep") || name.contains("Thread::sleep") || name.contains("thread::functions::sleep") {
+    // Parts of std that touch no shared state (clock reads, leaf wrappers
+    // around a blocking system call) stay preemptible: loops that poll the
+    // clock would otherwise be hard to stop.
+    const PURE: &[&str] = &["std::time::", "<std::time::", "::time::Timespec", "thread::sleep", "Thread::sleep"];
+    if PURE.iter().any(|p| name.contains(p)) {
         return false;
     }
     // Rust `std` owns the process-global state (stdout/stderr locks, the
@@ -237,7 +240,10 @@ fn build(cfg: &Config) -> Table {
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
-        let allowed = cfg.preemptible_libs.iter().any(|p| o.name.contains(p.as_str()));
+        // The vDSO (clock reads) and libm (pure math) hold no locks.
+        let allowed = o.name.contains("linux-vdso")
+            || o.name.contains("/libm.so")
+            || cfg.preemptible_libs.iter().any(|p| o.name.contains(p.as_str()));
         if !ours && !allowed {
             deferred.extend(o.exec.iter().copied());
         }

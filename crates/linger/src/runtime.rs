@@ -25,22 +25,37 @@ static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
 static READY: AtomicBool = AtomicBool::new(false);
 
 /// Opens a no-preemption scope for the runtime's own bookkeeping.
-pub(crate) struct Scope(());
+pub(crate) struct Scope {
+    /// Entered from Rust (a preemption taken at its end may be unwound) or
+    /// from the C ABI (unwinding through `extern "C"` frames would abort).
+    unwindable: bool,
+}
 
 impl Scope {
     #[inline]
     pub(crate) fn enter() -> Scope {
+        Self::open(true)
+    }
+
+    /// A scope opened by a C ABI entry point.
+    #[inline]
+    pub(crate) fn enter_from_c() -> Scope {
+        Self::open(false)
+    }
+
+    #[inline]
+    fn open(unwindable: bool) -> Scope {
         let t = ts();
         t.defer.set(t.defer.get() + 1);
         compiler_fence(Ordering::SeqCst);
-        Scope(())
+        Scope { unwindable }
     }
 }
 
 impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
-        exit_scope();
+        exit_scope(self.unwindable);
     }
 }
 
@@ -109,7 +124,7 @@ fn body<T, F: FnOnce() -> T>(y: &Yield, f: F) -> Outcome {
     // first switch; the frame lives as long as the coroutine.
     let fr = unsafe { &*frame };
     fr.yielder.set(y as *const Yield as *const ());
-    landed();
+    landed(true);
     let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
@@ -169,6 +184,7 @@ impl<T> Inner<T> {
                 caller_pending: Cell::new(false),
                 blocking_sp: Cell::new(0),
                 in_handler: Cell::new(false),
+                unwindable: Cell::new(false),
                 ucontext: Cell::new(ptr::null_mut()),
                 running: Cell::new(false),
                 cancelling: Cell::new(false),
@@ -246,11 +262,21 @@ impl<T> Inner<T> {
         f.parent.set(t.current.get());
         f.deadline.set(deadline);
         f.retries.set(0);
-        preempt::arm(t, deadline)?;
         f.running.set(true);
         t.current.set(f as *const Frame as *mut Frame);
         t.defer.set(f.fn_defer.get() + 1);
         t.pending.set(false);
+        compiler_fence(Ordering::SeqCst);
+        // Armed only now: a deadline that passes during the (1-20 us) timer
+        // system call then finds the function current and in transit, and is
+        // taken as soon as it lands instead of being lost.
+        if let Err(e) = preempt::arm(t, deadline) {
+            f.running.set(false);
+            t.current.set(f.parent.get());
+            t.defer.set(f.caller_defer.get() + 1);
+            t.pending.set(f.caller_pending.get());
+            return Err(e);
+        }
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
         let r = go(self.co.as_mut().expect("checked by caller"));
@@ -324,7 +350,7 @@ impl<T> Inner<T> {
             co.force_unwind();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
-        } else if self.frame.in_handler.get() || (!self.frame.migratable && self.frame.home.get() != thread_key()) {
+        } else if !self.frame.unwindable.get() || (!self.frame.migratable && self.frame.home.get() != thread_key()) {
             // SAFETY: stopped at an arbitrary instruction (or on a foreign
             // thread): unwinding is not defined there. Abandoning the stack
             // leaks the function's own heap objects but no runtime resource,

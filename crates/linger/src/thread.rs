@@ -49,8 +49,11 @@ pub(crate) struct Frame {
     pub caller_pending: Cell<bool>,
     /// Set while an interposed blocking call runs: stack address of its frame.
     pub blocking_sp: Cell<usize>,
-    /// The function is parked inside the signal handler (cannot be unwound).
+    /// The function is parked inside the signal handler.
     pub in_handler: Cell<bool>,
+    /// It stopped where unwinding is defined (a Rust call to `pause()` or the
+    /// end of a Rust no-preemption scope), so cancellation may unwind it.
+    pub unwindable: Cell<bool>,
     /// Its signal context while parked in the handler.
     pub ucontext: Cell<*mut libc::ucontext_t>,
     /// Running right now (guards against a function resuming itself).
