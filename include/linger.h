@@ -36,7 +36,9 @@ typedef struct linger_t {
 typedef struct linger_opts_t {
   // Usable stack size in bytes; 0 for the default (`LINGER_STACK_SIZE`, 256 KiB).
   uintptr_t stack_size;
-  // May be resumed on a thread other than the launching one.
+  // May be resumed on a thread other than the launching one. Only for
+  // functions that use no thread-local storage (`__thread`, `errno` kept
+  // across a resume, ...): compiled code caches TLS addresses.
   bool migratable;
 } linger_opts_t;
 

@@ -39,7 +39,9 @@ pub struct linger_t {
 pub struct linger_opts_t {
     /// Usable stack size in bytes; 0 for the default (`LINGER_STACK_SIZE`, 256 KiB).
     pub stack_size: usize,
-    /// May be resumed on a thread other than the launching one.
+    /// May be resumed on a thread other than the launching one. Only for
+    /// functions that use no thread-local storage (`__thread`, `errno` kept
+    /// across a resume, ...): compiled code caches TLS addresses.
     pub migratable: bool,
 }
 
@@ -262,7 +264,9 @@ pub unsafe extern "C" fn linger_launch_opts(
 ) -> linger_t {
     // SAFETY: NULL or readable per the contract.
     let o = unsafe { opts.as_ref() }.copied().unwrap_or_default();
-    let mut b = Builder::new().migratable(o.migratable);
+    // SAFETY: the C caller asserts with `migratable` that the function uses no
+    // thread-local storage (documented on linger_opts_t).
+    let mut b = unsafe { Builder::new().migratable(o.migratable) };
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }

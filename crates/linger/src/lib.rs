@@ -171,12 +171,19 @@ impl Builder {
     }
 
     /// Allows resuming the function on a thread other than the one that
-    /// launched it. The caller promises that the function does not keep
-    /// thread-local addresses across preemption points: Rust `thread_local!`
-    /// and C `__thread` variables used in a loop are exactly such addresses
-    /// (the compiler hoists them). Non-migratable functions resumed elsewhere
-    /// get [`Error::WrongThread`].
-    pub fn migratable(mut self, yes: bool) -> Builder {
+    /// launched it. Non-migratable functions resumed elsewhere get
+    /// [`Error::WrongThread`] (and are left intact).
+    ///
+    /// # Safety
+    /// Compiled code computes the address of a thread-local variable once and
+    /// may keep it in a register across a preemption point (Rust
+    /// `thread_local!` and C `__thread` variables used in a loop are hoisted
+    /// this way). Resumed on another thread, such code keeps using the first
+    /// thread's variable, which is a data race and may outlive that thread.
+    /// The caller promises that the function (and everything it calls outside
+    /// libc and Rust's `std`, which are never preempted) does not use
+    /// thread-local storage.
+    pub unsafe fn migratable(mut self, yes: bool) -> Builder {
         self.migratable = yes;
         self
     }
