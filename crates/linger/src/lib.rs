@@ -261,6 +261,14 @@ fn drive<T>(l: &mut Linger<'_, T>, timeout: Duration) -> Result<(), Error> {
     }
 }
 
+/// Starts the runtime now instead of at the first launch: installs the signal
+/// handlers, creates this thread's timer and builds the table of code that
+/// must not be preempted (which reads the executable's symbol table: a few
+/// milliseconds, once per process). Optional; every launch does it if needed.
+pub fn init() -> Result<(), Error> {
+    runtime::init().map(|_| ())
+}
+
 /// Inside a preemptible function: hands control back to the caller at once,
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.

@@ -10,6 +10,7 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13); not in glibc 2.36 headers.
@@ -41,6 +42,8 @@ pub fn live_stacks() -> usize {
 pub(crate) struct PooledStack {
     low: usize,
     high: usize,
+    /// Tells valgrind (if present) that this memory is a stack.
+    _valgrind: ValgrindStackRegistration,
 }
 
 impl PooledStack {
@@ -76,7 +79,11 @@ impl PooledStack {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let stack = PooledStack { low: p as usize, high: p as usize + len };
+        let stack = PooledStack {
+            low: p as usize,
+            high: p as usize + len,
+            _valgrind: ValgrindStackRegistration::new(p as *mut u8, len),
+        };
         LIVE_STACKS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the guard page lies inside the mapping we just created and
         // nothing references it yet.
@@ -107,14 +114,14 @@ impl PooledStack {
 
     /// Gives the stack back to this thread's pool (or unmaps it).
     pub(crate) fn recycle(self) {
+        let mut me = Some(self);
         let _ = POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.len() < POOL_PER_THREAD {
-                p.push(PooledStack { low: self.low, high: self.high });
-                std::mem::forget(self);
+                p.extend(me.take());
             }
         });
-        // Falls through to Drop (unmap) when the pool is full or gone.
+        // `me` drops (unmaps) here when the pool is full or gone.
     }
 }
 

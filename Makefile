@@ -1,0 +1,30 @@
+# The two entry points (see README): `make tour` and `make test`.
+CARGO ?= cargo
+
+.PHONY: tour test test-rust test-c test-valgrind bench header
+
+tour:
+	$(CARGO) run --release -q -p linger --example tour
+
+test: test-rust test-c test-valgrind
+
+test-rust:
+	$(CARGO) test --release --workspace
+
+test-c:
+	bash tests/c/run.sh
+
+# The runtime leaks nothing across completion, panic, cancellation (unwound
+# and reclaimed) and stack overflow; valgrind also checks every access.
+test-valgrind:
+	$(CARGO) build --release -q -p linger --example leakcheck
+	RUST_BACKTRACE=0 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+		--error-exitcode=99 --suppressions=valgrind/linger.supp \
+		target/release/examples/leakcheck 30
+	@echo "valgrind: leakcheck clean"
+
+bench:
+	$(CARGO) run --release -p linger-bench -- --write-docs
+
+header:
+	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

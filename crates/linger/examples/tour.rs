@@ -1,0 +1,155 @@
+//! A short tour of linger: launch, timeout, resume, pause, cancel, and a
+//! head-of-line-blocking demo with numbers. Run with `make tour`.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use linger::{launch, pause, resume, Cancelled, Linger};
+
+/// CPU work that takes roughly `units` x 10 us.
+fn work(units: u64) -> u64 {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in 0..units * 6_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = x.wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+fn us(d: Duration) -> String {
+    if d < Duration::from_millis(10) {
+        format!("{:.1} us", d.as_secs_f64() * 1e6)
+    } else {
+        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let t = Instant::now();
+    linger::init().unwrap();
+    println!("(runtime started in {}: signal handler, timer, table of code that must not be preempted)\n", us(t.elapsed()));
+
+    println!("== 1. launch: a call with a timeout");
+    let t = Instant::now();
+    let l = launch(|| work(1), Duration::from_millis(10)).unwrap();
+    println!("   small job, 10 ms budget -> completed: {} in {}", l.is_completion(), us(t.elapsed()));
+
+    println!("\n== 2. timeout: the call comes back when its time is up");
+    let t = Instant::now();
+    let mut big = launch(|| work(20_000), Duration::from_millis(1)).unwrap();
+    println!("   ~200 ms job, 1 ms budget -> completed: {}, back after {}", big.is_completion(), us(t.elapsed()));
+
+    println!("\n== 3. resume: give it more time, a slice at a time");
+    let t = Instant::now();
+    let mut slices = 1;
+    while !big.is_completion() {
+        resume(&mut big, Duration::from_millis(5)).unwrap();
+        slices += 1;
+    }
+    println!("   finished after {slices} slices, {:.1} ms in total", t.elapsed().as_secs_f64() * 1e3);
+
+    println!("\n== 4. pause: a function can yield on its own");
+    let mut gen = launch(
+        || {
+            for step in ["fetch", "parse", "render"] {
+                println!("   (inside) {step}");
+                pause();
+            }
+            "done"
+        },
+        Duration::MAX,
+    )
+    .unwrap();
+    while let Linger::Continuation(_) = gen {
+        println!("   caller: it yielded = {}", gen.yielded());
+        resume(&mut gen, Duration::MAX).unwrap();
+    }
+    println!("   result: {:?}", gen.completion());
+
+    println!("\n== 5. cancel: drop what you no longer want");
+    struct Guard;
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            println!("   (inside) destructor ran");
+        }
+    }
+    let mut paused = launch(
+        || {
+            let _g = Guard;
+            pause();
+        },
+        Duration::MAX,
+    )
+    .unwrap();
+    println!("   cancel a paused function: {:?}", paused.cancel());
+    let mut spinning = launch(|| work(u64::MAX / 1_000_000), Duration::from_micros(200)).unwrap();
+    let how = spinning.cancel();
+    println!("   cancel a preempted function: {how:?} (stopped mid-instruction: stack reclaimed, no unwinding)");
+    assert!(matches!(how, Cancelled::Reclaimed | Cancelled::Unwound));
+
+    println!("\n== 6. head-of-line blocking: 200 requests, 5 of them 2000x longer ('decompression bombs')");
+    // Requests arrive all at once; most are short, five are huge.
+    let costs: Vec<u64> = (0..200).map(|i| if i % 40 == 7 { 10_000 } else { 5 }).collect();
+    let short = |i: usize| costs[i] == 5;
+
+    // (a) Run to completion, first come first served.
+    let start = Instant::now();
+    let mut fifo = Vec::new();
+    for (i, &c) in costs.iter().enumerate() {
+        work(c);
+        if short(i) {
+            fifo.push(start.elapsed());
+        }
+    }
+    let fifo_total = start.elapsed();
+
+    // (b) Each request is a preemptible function run in 100 us slices, round robin.
+    let start = Instant::now();
+    let mut queue: VecDeque<(usize, Linger<'_, u64>)> = VecDeque::new();
+    let mut sliced = Vec::new();
+    for (i, &c) in costs.iter().enumerate() {
+        queue.push_back((i, launch(move || work(c), Duration::ZERO).unwrap()));
+    }
+    while let Some((i, mut l)) = queue.pop_front() {
+        resume(&mut l, Duration::from_micros(100)).unwrap();
+        if l.is_completion() {
+            if short(i) {
+                sliced.push(start.elapsed());
+            }
+        } else {
+            queue.push_back((i, l));
+        }
+    }
+    let sliced_total = start.elapsed();
+    println!("   latency of the 195 short requests:");
+    println!("   {:<28} {:>12} {:>12} {:>12}", "", "median", "p99", "all done");
+    println!(
+        "   {:<28} {:>12} {:>12} {:>12}",
+        "run to completion (FIFO)",
+        us(percentile(&mut fifo, 0.5)),
+        us(percentile(&mut fifo, 0.99)),
+        us(fifo_total)
+    );
+    println!(
+        "   {:<28} {:>12} {:>12} {:>12}",
+        "linger, 100 us slices",
+        us(percentile(&mut sliced, 0.5)),
+        us(percentile(&mut sliced, 0.99)),
+        us(sliced_total)
+    );
+    let s = linger::stats();
+    println!(
+        "\n   this thread: {} launches, {} preemptions, {} deferred, worst overrun {}",
+        s.launches,
+        s.preemptions,
+        s.deferrals,
+        us(Duration::from_nanos(s.worst_overrun_ns))
+    );
+}
