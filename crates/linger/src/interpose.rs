@@ -78,9 +78,8 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Identifies "our signal ran on this thread" between two points.
-fn signal_mark() -> (usize, u64) {
-    let t = ts();
-    (t as *const _ as usize, t.signals.get())
+fn signal_mark() -> (u64, u64) {
+    (crate::thread::thread_key(), ts().signals.get())
 }
 
 /// # Safety

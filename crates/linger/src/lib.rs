@@ -67,7 +67,7 @@ pub enum Linger<'a, T> {
 /// The paused state of a preemptible function. Dropping it cancels the
 /// function (see [`Linger::cancel`]).
 pub struct Continuation<'a, T> {
-    inner: Box<Inner<T>>,
+    inner: Inner<T>,
     _borrows: PhantomData<&'a mut ()>,
 }
 
@@ -103,7 +103,7 @@ impl<T> fmt::Debug for Linger<'_, T> {
 impl<T> Continuation<'_, T> {
     /// Did the function hand back control by calling [`pause`]?
     pub fn yielded(&self) -> bool {
-        self.inner.frame.reason.get() == Suspend::Paused
+        self.inner.co.is_some() && self.inner.frame().reason.get() == Suspend::Paused
     }
 
     /// Has the function started running (launched with a non-zero timeout or resumed)?
@@ -200,7 +200,7 @@ impl Builder {
             None => cfg.stack_size,
         };
         let _scope = Scope::enter();
-        let inner = Inner::new(f, size, self.migratable)?;
+        let inner = Inner::new(f, size, self.migratable, thread::ts())?;
         let mut l = Linger::Continuation(Continuation { inner, _borrows: PhantomData });
         if !timeout.is_zero() {
             drive(&mut l, timeout)?;

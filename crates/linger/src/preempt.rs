@@ -128,26 +128,26 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
 }
 
 /// Called on the function's side right after control arrives (first start or
-/// resume): leaves the runtime transit, and takes at once a preemption that
-/// became due meanwhile (a deferred preemption, at a well-defined call site).
-/// `unwindable` says whether the frames around this call may be unwound.
-pub(crate) fn landed(unwindable: bool) {
-    loop {
-        let ts = ts();
-        let d = ts.defer.get();
-        debug_assert!(d > 0, "landed outside a transit");
-        ts.defer.set(d - 1);
-        compiler_fence(Ordering::SeqCst);
-        // After a switch-out we are back at transit level: go round again.
-        if d != 1 || !ts.pending.get() || !take_pending(ts, unwindable) {
-            return;
-        }
+/// resume): leaves the runtime transit. A deadline that passed during the
+/// transit (arming a near timer can take longer than a short slice) is
+/// postponed by the minimum delay instead of being taken here, so every
+/// resume lets the function make progress.
+pub(crate) fn landed(_unwindable: bool) {
+    let ts = ts();
+    let d = ts.defer.get();
+    debug_assert!(d > 0, "landed outside a transit");
+    ts.defer.set(d - 1);
+    compiler_fence(Ordering::SeqCst);
+    if d == 1 && ts.pending.get() {
+        ts.pending.set(false);
+        let now = now_ns();
+        let _ = timer::arm(ts, now + min_delay(ts));
     }
 }
 
 /// Takes a pending preemption at the end of a no-preemption scope. Returns
 /// true if the function was switched out (it has been resumed since, and the
-/// counter is at transit level again).
+/// counter is at transit level again: finish with [`landed`]).
 fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
     ts.pending.set(false);
     let frame = ts.current.get();
@@ -231,6 +231,13 @@ fn safe_point(frame: &Frame, pc: usize, sp: usize) -> bool {
 ///
 /// Async-signal-safe: touches only const-initialised thread-local cells, the
 /// immutable range table, clock_gettime and timer_settime.
+///
+/// The handler marks itself as a no-preemption scope while it runs: with
+/// SA_NODEFER a timer it re-arms can fire again before it returns (arming a
+/// near deadline takes up to ~10 us in VMs). Such a nested signal only sets
+/// `pending`, and the outer instance decides again. Without this, the nested
+/// instance would see the handler's own (preemptible-looking) code and stop
+/// the function while the outer instance had interrupted, say, malloc.
 extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     // SAFETY: errno location is valid for the thread.
     let saved_errno = unsafe { *libc::__errno_location() };
@@ -238,23 +245,39 @@ extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut 
     ts.signals.set(ts.signals.get() + 1);
     ts.armed.set(NEVER); // one-shot: it just expired
     let frame = ts.current.get();
-    if !frame.is_null() {
+    if frame.is_null() {
+        bump(&ts.stats.spurious_signals);
+    } else if ts.defer.get() > 0 {
+        if !ts.pending.get() {
+            ts.pending.set(true);
+            bump(&ts.stats.deferrals);
+        }
+    } else {
+        ts.defer.set(1);
+        compiler_fence(Ordering::SeqCst);
         // SAFETY: `current` always points to a live frame (the runtime clears
-        // it before a frame is freed).
-        let f = unsafe { &*frame };
+        // it before a frame is freed); the kernel passes a valid ucontext.
+        unsafe { decide(ts, &*frame, uc as *mut libc::ucontext_t) };
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved_errno };
+}
+
+/// The handler's decision loop; called with the handler's scope open
+/// (`defer == 1`) and returns with it closed.
+///
+/// # Safety
+/// `f` is the running function interrupted at `ucp`, on this thread.
+unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
+    loop {
+        ts.pending.set(false);
         let now = now_ns();
         let deadline = f.deadline.get();
         if now < deadline {
             bump(&ts.stats.spurious_signals);
             let _ = timer::arm(ts, deadline);
-        } else if ts.defer.get() > 0 {
-            if !ts.pending.get() {
-                ts.pending.set(true);
-                bump(&ts.stats.deferrals);
-            }
         } else {
-            let ucp = uc as *mut libc::ucontext_t;
-            // SAFETY: the kernel passes a valid ucontext to an SA_SIGINFO handler.
+            // SAFETY: valid ucontext (caller's contract).
             let (pc, sp) = unsafe {
                 let g = &(*ucp).uc_mcontext.gregs;
                 (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize)
@@ -262,53 +285,37 @@ extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut 
             if safe_point(f, pc, sp) {
                 f.retries.set(0);
                 record_preemption(ts, f, now);
+                ts.defer.set(0);
+                compiler_fence(Ordering::SeqCst);
                 // SAFETY: safe_point checked that we interrupted the function's
-                // own code on its own stack, and the handler frame is on it too.
-                unsafe { switch_out(frame, Suspend::Preempted, ucp, false) };
-                // Resumed. The next signal context is whatever thread we are on now.
-                landed_in_handler(ucp);
-            } else {
-                bump(&ts.stats.deferrals);
-                let n = f.retries.get();
-                f.retries.set(n.saturating_add(1));
-                // Retry at the base interval a few times (most deferrals are
-                // short library calls), then back off for long ones.
-                let shift = n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16);
-                let delay = (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS);
-                let _ = timer::arm(ts, now + delay);
+                // own code on its own stack, and this handler frame is on it too.
+                unsafe { switch_out(f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
+                // Resumed, possibly on another thread.
+                landed(false);
+                return;
             }
+            bump(&ts.stats.deferrals);
+            let n = f.retries.get();
+            f.retries.set(n.saturating_add(1));
+            // Retry at the base interval a few times (most deferrals are
+            // short library calls), then back off for long ones.
+            let shift = n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16);
+            let delay = (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS);
+            let _ = timer::arm(ts, now + delay.max(min_delay(ts)));
         }
-    } else {
-        bump(&ts.stats.spurious_signals);
+        compiler_fence(Ordering::SeqCst);
+        if !ts.pending.get() {
+            break;
+        }
+        // The timer fired again while we were arming it: decide afresh.
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = saved_errno };
+    ts.defer.set(0);
 }
 
-/// Landing inside the handler: a preemption that became due during the
-/// transit is taken again from here (still inside the signal frame).
-fn landed_in_handler(uc: *mut libc::ucontext_t) {
-    loop {
-        let ts = ts();
-        let d = ts.defer.get() - 1;
-        ts.defer.set(d);
-        compiler_fence(Ordering::SeqCst);
-        if d != 0 || !ts.pending.get() {
-            return;
-        }
-        ts.pending.set(false);
-        let frame = ts.current.get();
-        // SAFETY: we are running this frame's code (its handler) on its stack.
-        let f = unsafe { &*frame };
-        let now = now_ns();
-        if now < f.deadline.get() {
-            return;
-        }
-        record_preemption(ts, f, now);
-        bump(&ts.stats.deferred_preemptions);
-        // SAFETY: as above; the parked context stays the same signal frame.
-        unsafe { switch_out(frame, Suspend::Preempted, uc, false) };
-    }
+/// The shortest delay worth arming: a few times what arming costs on this
+/// machine, so the function runs some of its own code before the next signal.
+fn min_delay(ts: &ThreadState) -> u64 {
+    RETRY_NS.load(Ordering::Relaxed).max(3 * ts.arm_cost.get())
 }
 
 /// Ensures the timer will fire by `deadline`.

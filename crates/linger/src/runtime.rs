@@ -6,7 +6,8 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::preempt::{self, exit_scope, landed};
 use crate::stack::PooledStack;
 use crate::stats::bump;
 use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
-use crate::thread::{now_ns, thread_key, ts, Frame, Suspend, NEVER};
+use crate::thread::{now_ns, thread_key, ts, Frame, Suspend, ThreadState, NEVER};
 use crate::{overflow, ranges, timer, Error};
 
 static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
@@ -100,13 +101,14 @@ pub(crate) fn deadline_after(timeout: Duration) -> u64 {
     now_ns().checked_add(ns).unwrap_or(NEVER)
 }
 
-/// A boxed preemptible function: frame, result slot and coroutine.
-#[repr(C)]
+/// A preemptible function: its coroutine, and its `Frame`, which lives in the
+/// header of its own stack (stable address, no heap allocation per launch).
 pub(crate) struct Inner<T> {
-    pub frame: Frame,
-    pub result: Option<T>,
+    frame: NonNull<Frame>,
+    /// None once the function has finished (the stack went back to the pool).
     pub co: Option<Co>,
     pub stack_size: usize,
+    _result: PhantomData<T>,
 }
 
 /// How a run ended.
@@ -158,20 +160,19 @@ fn call_user<T, F: FnOnce() -> T>(f: F) -> T {
 
 impl<T> Inner<T> {
     /// Creates a preemptible function without running it.
-    pub(crate) fn new<'a, F>(f: F, stack_size: usize, migratable: bool) -> Result<Box<Inner<T>>, Error>
+    pub(crate) fn new<'a, F>(f: F, stack_size: usize, migratable: bool, t: &ThreadState) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + 'a,
     {
+        const { assert!(std::mem::size_of::<Frame>() <= crate::stack::HEADER) };
         let stack = PooledStack::get(stack_size).map_err(Error::StackAllocation)?;
         let (lo, hi) = stack.bounds();
         let guard = stack.guard();
-        // SAFETY: the closure may borrow data of lifetime 'a; the returned
-        // continuation carries that lifetime, and the coroutine only runs
-        // while it is alive (a forgotten continuation never runs again).
-        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
-        let trap = co.trap_handler();
-        let mut b = Box::new(Inner {
-            frame: Frame {
+        let frame = stack.header() as *mut Frame;
+        // SAFETY: the header is reserved, writable, suitably aligned memory of
+        // this stack that nothing else uses; it lives as long as the coroutine.
+        unsafe {
+            frame.write(Frame {
                 deadline: Cell::new(NEVER),
                 yielder: Cell::new(ptr::null()),
                 entry_sp: Cell::new(0),
@@ -192,18 +193,32 @@ impl<T> Inner<T> {
                 retries: Cell::new(0),
                 home: Cell::new(thread_key()),
                 migratable,
-                trap: Cell::new(Some(trap)),
+                trap: Cell::new(None),
                 overflowed: Cell::new(false),
                 result: Cell::new(ptr::null_mut()),
-            },
-            result: None,
+            })
+        };
+        // SAFETY: the closure may borrow data of lifetime 'a; the returned
+        // continuation carries that lifetime, and the coroutine only runs
+        // while it is alive (a forgotten continuation never runs again).
+        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
+        // SAFETY: just initialised above.
+        unsafe { (*frame).trap.set(Some(co.trap_handler())) };
+        bump(&t.stats.launches);
+        Ok(Inner {
+            // SAFETY: the header address is never null.
+            frame: unsafe { NonNull::new_unchecked(frame) },
             co: Some(co),
             stack_size,
-        });
-        let slot = &mut b.result as *mut Option<T> as *mut ();
-        b.frame.result.set(slot);
-        bump(&ts().stats.launches);
-        Ok(b)
+            _result: PhantomData,
+        })
+    }
+
+    /// The function's frame. Only while it has not finished.
+    pub(crate) fn frame(&self) -> &Frame {
+        debug_assert!(self.co.is_some());
+        // SAFETY: while `co` is Some the stack, and the frame in its header, is ours.
+        unsafe { self.frame.as_ref() }
     }
 
     /// Runs the function for at most `timeout`.
@@ -211,11 +226,12 @@ impl<T> Inner<T> {
         if self.co.is_none() {
             return Ok(None);
         }
-        if self.frame.running.get() {
+        let f = self.frame();
+        if f.running.get() {
             return Err(Error::Busy);
         }
         let me = thread_key();
-        if !self.frame.migratable && self.frame.home.get() != me {
+        if !f.migratable && f.home.get() != me {
             return Err(Error::WrongThread);
         }
         if timeout.is_zero() {
@@ -229,23 +245,25 @@ impl<T> Inner<T> {
             // SAFETY: `current` is a live frame.
             deadline = deadline.min(unsafe { (*parent).deadline.get() });
         }
-        if self.frame.home.get() != me {
+        if self.frame().home.get() != me {
             self.migrate_to_this_thread(me);
         }
-        let r = self.switch_in(deadline, |co| co.resume(()))?;
-        Ok(Some(self.finish(r)))
+        let mut result: Option<T> = None;
+        let r = self.switch_in(deadline, &mut result, |co| co.resume(()))?;
+        Ok(Some(self.finish(r, result)))
     }
 
     /// A function parked in the signal handler will `rt_sigreturn` on this
     /// thread: make that restore *this* thread's alternate signal stack.
-    fn migrate_to_this_thread(&mut self, me: usize) {
-        let uc = self.frame.ucontext.get();
-        if self.frame.in_handler.get() && !uc.is_null() {
+    fn migrate_to_this_thread(&mut self, me: u64) {
+        let f = self.frame();
+        let uc = f.ucontext.get();
+        if f.in_handler.get() && !uc.is_null() {
             // SAFETY: the parked signal frame is alive on the function's stack;
             // querying our sigaltstack into it.
             unsafe { libc::sigaltstack(ptr::null(), &mut (*uc).uc_stack) };
         }
-        self.frame.home.set(me);
+        f.home.set(me);
     }
 
     /// Switches into the coroutine with the caller/function bookkeeping around
@@ -253,10 +271,14 @@ impl<T> Inner<T> {
     fn switch_in(
         &mut self,
         deadline: u64,
+        result: &mut Option<T>,
         go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,
     ) -> Result<CoroutineResult<Suspend, Outcome>, Error> {
         let t = ts();
-        let f = &self.frame;
+        // SAFETY: the coroutine is unfinished (checked by the callers).
+        let f = unsafe { self.frame.as_ref() };
+        // Where the function stores its return value if it finishes now.
+        f.result.set(result as *mut Option<T> as *mut ());
         f.caller_defer.set(t.defer.get() - 1);
         f.caller_pending.set(t.pending.get());
         f.parent.set(t.current.get());
@@ -283,7 +305,9 @@ impl<T> Inner<T> {
         fp.restore();
         compiler_fence(Ordering::SeqCst);
         let t = ts();
-        let f = &self.frame;
+        // SAFETY: the frame is still in the stack header: `go` only resumed
+        // or unwound the coroutine and the stack has not been recycled yet.
+        let f = unsafe { self.frame.as_ref() };
         f.running.set(false);
         let parent = f.parent.get();
         t.current.set(parent);
@@ -303,7 +327,7 @@ impl<T> Inner<T> {
         Ok(r)
     }
 
-    fn finish(&mut self, r: CoroutineResult<Suspend, Outcome>) -> Status<T> {
+    fn finish(&mut self, r: CoroutineResult<Suspend, Outcome>, result: Option<T>) -> Status<T> {
         let stats = &ts().stats;
         match r {
             CoroutineResult::Yield(_) => Status::Suspended,
@@ -312,7 +336,7 @@ impl<T> Inner<T> {
                 match out {
                     Outcome::Value => {
                         bump(&stats.completions);
-                        Status::Completed(self.result.take().expect("value stored on return"))
+                        Status::Completed(result.expect("value stored on return"))
                     }
                     Outcome::Panicked(p) => {
                         bump(&stats.panics);
@@ -328,7 +352,6 @@ impl<T> Inner<T> {
     }
 
     fn recycle_stack(&mut self) {
-        self.frame.trap.set(None);
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
             co.into_stack().recycle();
@@ -339,10 +362,15 @@ impl<T> Inner<T> {
     /// when it stopped at a call site on this thread; otherwise reclaims the
     /// stack without unwinding.
     pub(crate) fn cancel(&mut self) -> Result<crate::Cancelled, Error> {
-        let Some(co) = self.co.as_mut() else { return Ok(crate::Cancelled::NotNeeded) };
-        if self.frame.running.get() {
+        if self.co.is_none() {
+            return Ok(crate::Cancelled::NotNeeded);
+        }
+        // SAFETY: unfinished, so the frame is live in the stack header.
+        let f = unsafe { self.frame.as_ref() };
+        if f.running.get() {
             return Err(Error::Busy);
         }
+        let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts().stats;
         let kind = if !co.started() {
@@ -350,7 +378,7 @@ impl<T> Inner<T> {
             co.force_unwind();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
-        } else if !self.frame.unwindable.get() || (!self.frame.migratable && self.frame.home.get() != thread_key()) {
+        } else if !f.unwindable.get() || (!f.migratable && f.home.get() != thread_key()) {
             // SAFETY: stopped at an arbitrary instruction (or on a foreign
             // thread): unwinding is not defined there. Abandoning the stack
             // leaks the function's own heap objects but no runtime resource,
@@ -359,14 +387,16 @@ impl<T> Inner<T> {
             bump(&stats.cancels_reclaimed);
             crate::Cancelled::Reclaimed
         } else {
-            self.frame.cancelling.set(true);
+            f.cancelling.set(true);
+            // Destructors run with preemption deferred (no deadline).
+            f.fn_defer.set(f.fn_defer.get() + 1);
             let me = thread_key();
-            if self.frame.home.get() != me {
+            if f.home.get() != me {
                 self.migrate_to_this_thread(me);
             }
-            // Destructors run with preemption deferred (no deadline).
-            self.frame.fn_defer.set(self.frame.fn_defer.get() + 1);
-            let r = self.switch_in(NEVER, |co| {
+            // A function that catches the unwind may still return a value.
+            let mut result: Option<T> = None;
+            let r = self.switch_in(NEVER, &mut result, |co| {
                 co.force_unwind();
                 CoroutineResult::Return(Outcome::Value)
             });
@@ -385,7 +415,7 @@ impl<T> Inner<T> {
 
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
-        if self.co.is_some() && !self.frame.running.get() {
+        if self.co.is_some() && !self.frame().running.get() {
             let _ = self.cancel();
         }
         if let Some(co) = self.co.as_mut() {

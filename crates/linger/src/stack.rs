@@ -17,6 +17,9 @@ use corosensei::stack::{Stack, StackPointer};
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 /// Stacks kept per thread for reuse.
 const POOL_PER_THREAD: usize = 64;
+/// Bytes reserved at the top of each stack for the runtime's per-function
+/// record (`Frame`), so a launch needs no heap allocation.
+pub(crate) const HEADER: usize = 512;
 
 static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
@@ -109,7 +112,12 @@ impl PooledStack {
     }
 
     pub(crate) fn bounds(&self) -> (usize, usize) {
-        (self.low + page_size(), self.high)
+        (self.low + page_size(), self.high - HEADER)
+    }
+
+    /// The reserved header above the usable stack (16-byte aligned).
+    pub(crate) fn header(&self) -> *mut u8 {
+        (self.high - HEADER) as *mut u8
     }
 
     /// Gives the stack back to this thread's pool (or unmaps it).
@@ -137,7 +145,7 @@ impl Drop for PooledStack {
 // and at least MIN_STACK_SIZE usable bytes (enforced by config).
 unsafe impl Stack for PooledStack {
     fn base(&self) -> StackPointer {
-        NonZeroUsize::new(self.high).expect("mapping is not at address 0")
+        NonZeroUsize::new(self.high - HEADER).expect("mapping is not at address 0")
     }
     fn limit(&self) -> StackPointer {
         NonZeroUsize::new(self.low).expect("mapping is not at address 0")

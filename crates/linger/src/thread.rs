@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use corosensei::trap::CoroutineTrapHandler;
 
@@ -65,7 +66,7 @@ pub(crate) struct Frame {
     /// Consecutive deferrals by the stack/PC check, for retry back-off.
     pub retries: Cell<u32>,
     /// Thread the function belongs to (address of that thread's state).
-    pub home: Cell<usize>,
+    pub home: Cell<u64>,
     pub migratable: bool,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
@@ -85,8 +86,13 @@ pub(crate) struct ThreadState {
     pub pending: Cell<bool>,
     /// Deadline the timer is armed for, or NEVER.
     pub armed: Cell<u64>,
+    /// Recent worst cost of arming a near deadline, in ns (decays slowly).
+    pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
     pub timer: Cell<i32>,
+    /// Unique id of this thread (0 until first needed); never reused, unlike
+    /// the address of this state, which glibc recycles with thread stacks.
+    pub id: Cell<u64>,
     /// Entries into the preemption handler on this thread (lets interposed
     /// calls tell our EINTRs from the program's).
     pub signals: Cell<u64>,
@@ -100,7 +106,9 @@ thread_local! {
             defer: Cell::new(0),
             pending: Cell::new(false),
             armed: Cell::new(NEVER),
+            arm_cost: Cell::new(0),
             timer: Cell::new(-1),
+            id: Cell::new(0),
             signals: Cell::new(0),
             stats: StatCells::new(),
         }
@@ -121,8 +129,13 @@ pub(crate) fn ts() -> &'static ThreadState {
 }
 
 /// Identifier used for the "home thread" check.
-pub(crate) fn thread_key() -> usize {
-    ts() as *const ThreadState as usize
+pub(crate) fn thread_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let t = ts();
+    if t.id.get() == 0 {
+        t.id.set(NEXT.fetch_add(1, Ordering::Relaxed));
+    }
+    t.id.get()
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO; async-signal-safe).

@@ -82,6 +82,7 @@ fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
         it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
         it_value: libc::timespec { tv_sec: (d / 1_000_000_000) as i64, tv_nsec: (d % 1_000_000_000) as i64 },
     };
+    let t0 = crate::thread::now_ns();
     // SAFETY: timer id owned by this thread; valid itimerspec; old value not requested.
     let r = unsafe {
         libc::syscall(
@@ -96,5 +97,10 @@ fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
         ts.armed.set(NEVER);
         return Err(io::Error::last_os_error());
     }
+    // Track what arming costs here (a near deadline can need a VM exit): the
+    // handler never re-arms closer than a few times this.
+    let cost = crate::thread::now_ns().saturating_sub(t0).min(1_000_000);
+    let old = ts.arm_cost.get();
+    ts.arm_cost.set(cost.max(old - old / 8));
     Ok(())
 }
