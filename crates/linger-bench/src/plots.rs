@@ -1,0 +1,219 @@
+//! SVG plots (plotters' SVG backend without font features: text is written as
+//! SVG `<text>` and rendered by the viewer, so no system fonts are needed).
+
+use std::error::Error;
+use std::path::Path;
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+use crate::accuracy::Point;
+use crate::latency::{Key, Latency};
+use crate::throughput::{Mode, Throughput, SLICES_US};
+
+type Res = Result<(), Box<dyn Error>>;
+
+const LINGER: RGBColor = RGBColor(31, 119, 180);
+const LINGER_LIGHT: RGBColor = RGBColor(120, 175, 220);
+const LINGER_DARK: RGBColor = RGBColor(10, 50, 110);
+const BASE: RGBColor = RGBColor(214, 39, 40);
+const BASE_DARK: RGBColor = RGBColor(130, 20, 20);
+const BASE_LIGHT: RGBColor = RGBColor(240, 150, 150);
+const GREY: RGBColor = RGBColor(150, 150, 150);
+const FONT: &str = "sans-serif";
+
+fn short(k: Key) -> &'static str {
+    match k {
+        Key::Clock => "clock_gettime",
+        Key::Call => "plain call",
+        Key::LaunchReturn => "launch + return",
+        Key::CoroutineLaunch => "bare coroutine create+run",
+        Key::LaunchPause => "launch until pause()",
+        Key::ResumePause => "resume until pause()",
+        Key::PauseRoundTrip => "pause() round trip",
+        Key::CoroutineSwitch => "bare coroutine switch",
+        Key::PreemptResume => "preempt + resume (beyond 5 us)",
+        Key::RawTimerCycle => "raw timer cycle (beyond 5 us)",
+        Key::PreemptExpired => "preempt + resume, passed deadline",
+        Key::RawTimerExpired => "raw timer, passed deadline",
+        Key::Tgkill => "raw signal round trip",
+        Key::ArmNear => "raw timer_settime, 100 us ahead",
+        Key::ArmFar => "raw timer_settime, 10 ms ahead",
+        Key::CancelPaused => "cancel paused fn",
+        Key::CancelPreempted => "cancel preempted fn",
+        Key::Thread => "thread spawn + join",
+        Key::Fork => "fork + exit + waitpid",
+    }
+}
+
+/// Tick label for a power of ten nanoseconds: "1 ns", "10 us", ...
+fn decade(ns: f64) -> String {
+    let (v, unit) = if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "us")
+    } else {
+        (ns, "ns")
+    };
+    format!("{} {unit}", (v * 100.0).round() / 100.0)
+}
+
+fn legend_line(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+}
+
+/// Horizontal dot plot of medians with p10-p90 bars, log time axis.
+pub fn latency(path: &Path, l: &Latency) -> Res {
+    let rows: Vec<_> = l.rows.iter().rev().collect();
+    let n = rows.len() as i32;
+    let lo = rows.iter().map(|r| r.s.p10).fold(f64::INFINITY, f64::min).max(0.5) / 2.0;
+    let hi = rows.iter().map(|r| r.s.p90).fold(0.0, f64::max) * 2.0;
+    let root = SVGBackend::new(path, (960, 40 + 34 * n as u32 + 80)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Latency per operation (median, p10-p90)", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(250)
+        .build_cartesian_2d((lo..hi).log_scale(), (0..n - 1).into_segmented())?;
+    let names: Vec<&str> = rows.iter().map(|r| short(r.key)).collect();
+    chart
+        .configure_mesh()
+        .x_desc("time per operation (log scale)")
+        .y_labels(n as usize)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).copied().unwrap_or("").to_owned(),
+            _ => String::new(),
+        })
+        .x_label_formatter(&|x| decade(*x))
+        .label_style((FONT, 13))
+        .draw()?;
+    for (i, r) in rows.iter().enumerate() {
+        let c = if r.baseline { BASE } else { LINGER };
+        let y = SegmentValue::CenterOf(i as i32);
+        chart.draw_series(std::iter::once(ErrorBar::new_horizontal(
+            y.clone(),
+            r.s.p10,
+            r.s.p50,
+            r.s.p90,
+            c.stroke_width(2),
+            10,
+        )))?;
+        chart.draw_series(std::iter::once(Circle::new((r.s.p50, y), 5, c.filled())))?;
+    }
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, SegmentValue<i32>), i32>>())?
+        .label("linger")
+        .legend(|(x, y)| Circle::new((x + 10, y), 5, LINGER.filled()));
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, SegmentValue<i32>), i32>>())?
+        .label("baseline")
+        .legend(|(x, y)| Circle::new((x + 10, y), 5, BASE.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .label_font((FONT, 13))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Overrun percentiles vs timeout, log-log.
+pub fn accuracy(path: &Path, a: &[Point]) -> Res {
+    let us = |ns: f64| (ns / 1000.0).max(0.05);
+    let lo = a.iter().map(|p| us(p.linger.p50).min(us(p.raw.p50))).fold(f64::INFINITY, f64::min).min(1.0) / 2.0;
+    let hi = a.iter().map(|p| us(p.linger.max).max(us(p.raw.max))).fold(0.0, f64::max).max(25.0) * 2.0;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Time from deadline to caller regaining control", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d((30f64..15_000f64).log_scale(), (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("timeout (us, log scale)")
+        .y_desc("overrun (us, log scale)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| if *y < 1.0 { format!("{y:.1}") } else { format!("{y:.0}") })
+        .label_style((FONT, 13))
+        .draw()?;
+    let x = |p: &Point| p.timeout_ns as f64 / 1000.0;
+    type Pick = fn(&Point) -> f64;
+    let series: [(&str, RGBColor, Pick); 6] = [
+        ("linger p50", LINGER, |p| p.linger.p50),
+        ("linger p99", LINGER_DARK, |p| p.linger.p99),
+        ("linger max", LINGER_LIGHT, |p| p.linger.max),
+        ("raw timer p50", BASE, |p| p.raw.p50),
+        ("raw timer p99", BASE_DARK, |p| p.raw.p99),
+        ("raw timer max", BASE_LIGHT, |p| p.raw.max),
+    ];
+    for (name, c, f) in series {
+        let pts: Vec<(f64, f64)> = a.iter().map(|p| (x(p), us(f(p)))).collect();
+        chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?.label(name).legend(legend_line(c));
+        chart.draw_series(pts.iter().map(|&pt| Circle::new(pt, 3, c.filled())))?;
+    }
+    chart
+        .draw_series(
+            [5.0, 20.0].map(|goal| PathElement::new(vec![(30.0, goal), (15_000.0, goal)], GREY.stroke_width(2))),
+        )?
+        .label("targets: p50 5 us, p99 20 us")
+        .legend(legend_line(GREY));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .label_font((FONT, 13))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Throughput ratio vs slice length for linger and raw periodic signals.
+pub fn throughput(path: &Path, tp: &Throughput) -> Res {
+    let pts = |m: fn(u64) -> Mode| -> Vec<(f64, f64)> {
+        SLICES_US.iter().filter_map(|&us| tp.find(m(us)).map(|c| (us as f64, tp.ratio(c)))).collect()
+    };
+    let lin = pts(Mode::Linger);
+    let raw = pts(Mode::Signals);
+    let lo = lin.iter().chain(&raw).map(|p| p.1).fold(1.0, f64::min).min(0.9);
+    let lo = (lo * 20.0).floor() / 20.0;
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Throughput of CPU-bound work vs direct call", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d((10f64..2_000f64).log_scale(), lo..1.02f64)?;
+    chart
+        .configure_mesh()
+        .x_desc("slice / signal interval (us, log scale)")
+        .y_desc("throughput relative to direct call")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{:.0}%", y * 100.0))
+        .label_style((FONT, 13))
+        .draw()?;
+    for (name, c, p) in [("linger slices", LINGER, &lin), ("raw periodic timer signal", BASE, &raw)] {
+        chart.draw_series(LineSeries::new(p.clone(), c.stroke_width(2)))?.label(name).legend(legend_line(c));
+        chart.draw_series(p.iter().map(|&pt| Circle::new(pt, 4, c.filled())))?;
+    }
+    chart
+        .draw_series([(100.0, 0.95), (1000.0, 0.99)].map(|pt| Cross::new(pt, 6, BLACK.stroke_width(2))))?
+        .label("targets (95% at 100 us, 99% at 1 ms)")
+        .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
+    chart.draw_series(LineSeries::new(vec![(10.0, 1.0), (2000.0, 1.0)], GREY.stroke_width(1)))?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .label_font((FONT, 13))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
