@@ -122,7 +122,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     // SAFETY: the yielder belongs to the coroutine we are running on.
     unsafe { switch::suspend(f.yielder.get(), why) };
     compiler_fence(Ordering::SeqCst);
-    fp.restore();
+    fp.restore_if_changed();
     f.in_handler.set(false);
     f.ucontext.set(std::ptr::null_mut());
 }

@@ -19,7 +19,7 @@ use crate::preempt::{self, exit_scope, landed};
 use crate::stack::PooledStack;
 use crate::stats::bump;
 use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
-use crate::thread::{now_ns, thread_key, ts, Frame, Suspend, ThreadState, NEVER};
+use crate::thread::{now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
 use crate::{overflow, ranges, timer, Error};
 
 static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
@@ -63,7 +63,7 @@ impl Drop for Scope {
 /// Starts the runtime (once per process and once per thread).
 pub(crate) fn init() -> Result<&'static Config, Error> {
     let cfg = config::current()?;
-    if READY.load(Ordering::Acquire) && ts().timer.get() >= 0 {
+    if READY.load(Ordering::Acquire) && ts_caller().timer.get() >= 0 {
         ranges::ensure(cfg); // cheap unless new code was loaded
         return Ok(cfg);
     }
@@ -239,7 +239,7 @@ impl<T> Inner<T> {
         }
         let _scope = Scope::enter();
         let mut deadline = deadline_after(timeout);
-        let t = ts();
+        let t = ts_caller();
         let parent = t.current.get();
         if !parent.is_null() {
             // SAFETY: `current` is a live frame.
@@ -274,7 +274,7 @@ impl<T> Inner<T> {
         result: &mut Option<T>,
         go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,
     ) -> Result<CoroutineResult<Suspend, Outcome>, Error> {
-        let t = ts();
+        let t = ts_caller();
         // SAFETY: the coroutine is unfinished (checked by the callers).
         let f = unsafe { self.frame.as_ref() };
         // Where the function stores its return value if it finishes now.
@@ -302,9 +302,11 @@ impl<T> Inner<T> {
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
         let r = go(self.co.as_mut().expect("checked by caller"));
-        fp.restore();
+        // A switch out of the signal handler brings the kernel's default FP
+        // control state; a function may also return with its own.
+        fp.restore_if_changed();
         compiler_fence(Ordering::SeqCst);
-        let t = ts();
+        let t = ts_caller();
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame.as_ref() };
@@ -328,7 +330,7 @@ impl<T> Inner<T> {
     }
 
     fn finish(&mut self, r: CoroutineResult<Suspend, Outcome>, result: Option<T>) -> Status<T> {
-        let stats = &ts().stats;
+        let stats = &ts_caller().stats;
         match r {
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
@@ -372,7 +374,7 @@ impl<T> Inner<T> {
         }
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
-        let stats = &ts().stats;
+        let stats = &ts_caller().stats;
         let kind = if !co.started() {
             // Drops the closure (and what it captured) without running it.
             co.force_unwind();

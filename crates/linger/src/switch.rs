@@ -48,6 +48,16 @@ impl FpControl {
         c
     }
 
+    /// Restores the saved state unless it is already in place (loading the
+    /// x87 control word is slow; storing it is cheap).
+    #[inline(always)]
+    pub(crate) fn restore_if_changed(self) {
+        let now = FpControl::save();
+        if now.mxcsr != self.mxcsr || now.fcw != self.fcw {
+            self.restore();
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn restore(self) {
         // SAFETY: the values were produced by `save`, so they are valid control words.

@@ -128,6 +128,16 @@ pub(crate) fn ts() -> &'static ThreadState {
     TS.with(|t| unsafe { &*(t as *const ThreadState) })
 }
 
+/// This thread's state, for the caller's side of the runtime only: code that
+/// runs on the caller's own stack and never across a switch out of a
+/// preemptible function (the optimiser may reuse this address within a
+/// function, which is exactly what must not happen after a migration).
+#[inline(always)]
+pub(crate) fn ts_caller() -> &'static ThreadState {
+    // SAFETY: as in `ts`.
+    TS.with(|t| unsafe { &*(t as *const ThreadState) })
+}
+
 /// Identifier used for the "home thread" check.
 pub(crate) fn thread_key() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
