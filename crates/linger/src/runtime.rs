@@ -80,6 +80,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             ranges::ensure(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
+            timer::install_fork_handler(cfg.signal);
             Ok(())
         })
         .clone()

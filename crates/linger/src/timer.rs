@@ -31,6 +31,38 @@ thread_local! {
     static OWNER: TimerOwner = const { TimerOwner(Cell::new(-1)) };
 }
 
+/// Signal number the timers use (set when the runtime starts).
+static SIGNO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Registers the fork handler (once per process): POSIX timers are not
+/// inherited by a child, but the forking thread's state (including its timer
+/// id) is.
+pub(crate) fn install_fork_handler(signo: i32) {
+    SIGNO.store(signo, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: registering a handler with no prepare/parent hooks.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}
+
+/// In the child of a fork: give the (only) thread a timer of its own again,
+/// and re-arm it if the fork happened inside a preemptible function.
+extern "C" fn after_fork_in_child() {
+    let ts = crate::thread::ts();
+    if ts.timer.get() < 0 {
+        return; // this thread never used linger
+    }
+    ts.timer.set(-1);
+    ts.armed.set(NEVER);
+    OWNER.with(|o| o.0.set(-1));
+    if ensure(ts, SIGNO.load(std::sync::atomic::Ordering::Relaxed)).is_err() {
+        return; // later launches report the error
+    }
+    let current = ts.current.get();
+    if !current.is_null() {
+        // SAFETY: `current` is a live frame: the child runs the same code.
+        let _ = arm(ts, unsafe { (*current).deadline.get() });
+    }
+}
+
 /// Creates this thread's timer if it has none yet.
 pub(crate) fn ensure(ts: &ThreadState, signo: i32) -> io::Result<()> {
     if ts.timer.get() >= 0 {
