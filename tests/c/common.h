@@ -1,0 +1,107 @@
+/*
+ * Shared helpers for the linger C tests (header-only, no library code).
+ *
+ *   CHECK(cond, fmt, ...)  fails the test with a message naming the file,
+ *                          line, condition and errno when `cond` is false.
+ *   iters(n)               loop count: n, or LINGER_TEST_ITERS if smaller
+ *                          (valgrind runs set it low); reduced() says so.
+ *   slack()                multiplier for timing bounds (LINGER_TEST_SLACK,
+ *                          default 1; valgrind runs set it high).
+ */
+#ifndef LINGER_TEST_COMMON_H
+#define LINGER_TEST_COMMON_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "linger.h"
+
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            int e_ = errno;                                                       \
+            fprintf(stderr, "%s:%d: check failed: %s\n  ", __FILE__, __LINE__,    \
+                    #cond);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fprintf(stderr, " (errno %d: %s)\n", e_, strerror(e_));               \
+            fflush(NULL);                                                         \
+            abort();                                                              \
+        }                                                                         \
+    } while (0)
+
+static inline long env_long(const char *name, long dflt) {
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v <= 0) ? dflt : v;
+}
+
+static inline int iters(int n) {
+    long cap = env_long("LINGER_TEST_ITERS", n);
+    return cap < n ? (int)cap : n;
+}
+
+/* True when LINGER_TEST_ITERS asks for a reduced run (e.g. under valgrind):
+ * thresholds that need a long run are relaxed. */
+static inline int reduced(void) { return env_long("LINGER_TEST_ITERS", 0) > 0; }
+
+static inline uint64_t slack(void) { return (uint64_t)env_long("LINGER_TEST_SLACK", 1); }
+
+static inline uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Busy work the compiler cannot remove: spins until `ns` have passed. */
+static inline void spin_for_ns(uint64_t ns) {
+    uint64_t end = now_ns() + ns;
+    while (now_ns() < end) {
+        __asm__ volatile("" ::: "memory");
+    }
+}
+
+/* Pure computation (no libc calls), so it can be preempted anywhere. */
+static inline uint64_t mix(uint64_t n) {
+    volatile uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) acc = acc * 6364136223846793005u + i;
+    return acc;
+}
+
+static inline linger_stats_t stats_now(void) {
+    linger_stats_t s;
+    CHECK(linger_stats(&s) == 0, "linger_stats failed");
+    return s;
+}
+
+/*
+ * Watchdog: if the test is still running after `seconds` (times slack()),
+ * print `what` and exit with status 3. Used around code that can only hang if
+ * a deadline is lost, so such a hang is reported as a clear failure.
+ */
+static const char *watchdog_what;
+static void watchdog_fire(int sig) {
+    (void)sig;
+    static const char pre[] = "WATCHDOG: still running: ";
+    write(2, pre, sizeof pre - 1);
+    write(2, watchdog_what, strlen(watchdog_what));
+    write(2, "\n", 1);
+    _exit(3);
+}
+static inline void watchdog(unsigned seconds, const char *what) {
+    watchdog_what = what;
+    signal(SIGALRM, watchdog_fire);
+    alarm(seconds ? seconds * (unsigned)slack() : 0);
+}
+
+#define PASS(name) fprintf(stderr, "%s: all checks passed\n", name)
+
+#endif

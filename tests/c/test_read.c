@@ -1,0 +1,150 @@
+/*
+ * Blocking calls stay preemptible: a function blocked in read() on an empty
+ * pipe is preempted at its deadline, survives resumes with no data, and then
+ * receives the data the caller writes; read() never fails with EINTR.
+ * Likewise for a function blocked in write() on a full pipe.
+ */
+#include "common.h"
+
+#include <fcntl.h>
+
+struct reader {
+    int fd;
+    char buf[64];
+    ssize_t ret;
+    int err;
+    int entered, finished;
+};
+
+static void reader_fn(void *arg) {
+    struct reader *r = arg;
+    r->entered = 1;
+    errno = 0;
+    r->ret = read(r->fd, r->buf, sizeof r->buf);
+    r->err = errno;
+    r->finished = 1;
+}
+
+struct writer {
+    int fd;
+    size_t total, done;
+    int err;
+    int finished;
+};
+
+static void writer_fn(void *arg) {
+    struct writer *w = arg;
+    static char chunk[4096];
+    memset(chunk, 'w', sizeof chunk);
+    while (w->done < w->total) {
+        size_t n = w->total - w->done < sizeof chunk ? w->total - w->done : sizeof chunk;
+        errno = 0;
+        ssize_t r = write(w->fd, chunk, n);
+        if (r < 0) {
+            w->err = errno;
+            break;
+        }
+        w->done += (size_t)r;
+    }
+    w->finished = 1;
+}
+
+static void test_read(int n) {
+    const uint64_t timeout_us = 2000;
+    uint64_t worst = 0;
+    for (int i = 0; i < n; i++) {
+        int fds[2];
+        CHECK(pipe(fds) == 0, "pipe");
+        struct reader r = {.fd = fds[0], .ret = -2};
+        uint64_t t0 = now_ns();
+        linger_t l = linger_launch(reader_fn, timeout_us, &r);
+        uint64_t took = now_ns() - t0;
+        CHECK(!l.is_complete && l.continuation, "iteration %d: launch returned complete=%d (read returned %zd errno %d)",
+              i, l.is_complete, r.ret, r.err);
+        CHECK(r.entered && !r.finished, "iteration %d: reader entered=%d finished=%d", i, r.entered, r.finished);
+        CHECK(took >= timeout_us * 1000, "iteration %d: returned after %llu us, before the %llu us deadline", i,
+              (unsigned long long)(took / 1000), (unsigned long long)timeout_us);
+        CHECK(took < (timeout_us + 50000) * 1000 * slack(), "iteration %d: blocked read preempted only after %llu us",
+              i, (unsigned long long)(took / 1000));
+        if (took > worst) worst = took;
+        CHECK(!linger_yielded(&l), "iteration %d: preempted read reported as yielded", i);
+        /* A few more slices with no data: still blocked, no EINTR. */
+        for (int k = 0; k < 3; k++) {
+            CHECK(linger_resume(&l, 200) == 0, "iteration %d: resume without data", i);
+            CHECK(!l.is_complete && !r.finished, "iteration %d: read returned %zd errno %d without data", i, r.ret,
+                  r.err);
+        }
+        char msg[32];
+        int len = snprintf(msg, sizeof msg, "hello %d", i);
+        CHECK(write(fds[1], msg, (size_t)len) == len, "iteration %d: caller write", i);
+        CHECK(linger_resume(&l, UINT64_MAX) == 0 && l.is_complete, "iteration %d: resume with data incomplete", i);
+        CHECK(r.ret == len, "iteration %d: read returned %zd (errno %d: %s), want %d", i, r.ret, r.err,
+              strerror(r.err), len);
+        CHECK(r.err == 0, "iteration %d: read set errno %d (%s)", i, r.err, strerror(r.err));
+        CHECK(memcmp(r.buf, msg, (size_t)len) == 0, "iteration %d: wrong data", i);
+        close(fds[0]);
+        close(fds[1]);
+    }
+    fprintf(stderr, "read: worst first slice %llu us for a %llu us timeout\n", (unsigned long long)(worst / 1000),
+            (unsigned long long)timeout_us);
+}
+
+/* Data arriving between short slices, many times, on a non-trivial protocol. */
+static void test_read_stream(int n) {
+    for (int i = 0; i < n; i++) {
+        int fds[2];
+        CHECK(pipe(fds) == 0, "pipe");
+        struct reader r = {.fd = fds[0], .ret = -2};
+        linger_t l = linger_launch(reader_fn, 50, &r);
+        int slices = 0;
+        while (!l.is_complete && slices < 20) {
+            CHECK(linger_resume(&l, 50) == 0, "resume");
+            slices++;
+        }
+        CHECK(!l.is_complete, "iteration %d: read completed without data (ret %zd errno %d)", i, r.ret, r.err);
+        CHECK(write(fds[1], "x", 1) == 1, "write");
+        while (!l.is_complete) CHECK(linger_resume(&l, 50) == 0, "resume");
+        CHECK(r.ret == 1 && r.err == 0 && r.buf[0] == 'x', "iteration %d: ret %zd errno %d", i, r.ret, r.err);
+        close(fds[0]);
+        close(fds[1]);
+    }
+}
+
+static void test_write(int n) {
+    for (int i = 0; i < n; i++) {
+        int fds[2];
+        CHECK(pipe(fds) == 0, "pipe");
+        int cap = fcntl(fds[1], F_GETPIPE_SZ);
+        CHECK(cap > 0, "F_GETPIPE_SZ");
+        struct writer w = {.fd = fds[1], .total = (size_t)cap * 3};
+        uint64_t t0 = now_ns();
+        linger_t l = linger_launch(writer_fn, 1000, &w);
+        uint64_t took = now_ns() - t0;
+        CHECK(!l.is_complete, "iteration %d: writer of 3 pipe buffers completed without a reader", i);
+        CHECK(took < 60000000ull * slack(), "iteration %d: blocked write preempted after %llu us", i,
+              (unsigned long long)(took / 1000));
+        size_t got = 0;
+        char buf[8192];
+        while (!l.is_complete || got < w.total) {
+            ssize_t r = read(fds[0], buf, sizeof buf);
+            CHECK(r > 0, "caller read");
+            for (ssize_t k = 0; k < r; k++) CHECK(buf[k] == 'w', "bad byte");
+            got += (size_t)r;
+            if (!l.is_complete) CHECK(linger_resume(&l, 300) == 0, "resume writer");
+        }
+        CHECK(w.finished && w.err == 0 && w.done == w.total, "iteration %d: writer err %d done %zu of %zu", i, w.err,
+              w.done, w.total);
+        CHECK(got == w.total, "iteration %d: read %zu of %zu", i, got, w.total);
+        close(fds[0]);
+        close(fds[1]);
+    }
+}
+
+int main(void) {
+    watchdog(60, "test_read hung");
+    test_read(iters(100));
+    test_read_stream(iters(200));
+    test_write(iters(100));
+    PASS("test_read");
+    return 0;
+}
