@@ -123,11 +123,20 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
         let f = unsafe { &*frame };
         // A frame larger than a page may skip over the guard page: accept
         // faults up to 64 KiB below it (Rust and hardened C probe every page).
-        if addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0 {
+        let in_guard = addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0;
+        // When a signal (our timer's, say) arrives with too little stack left
+        // for its frame, the kernel cannot deliver it and sends a SIGSEGV of
+        // its own (SI_KERNEL, no address) instead.
+        // SAFETY: valid siginfo/ucontext from the kernel.
+        let (code, sp) = unsafe {
+            ((*info).si_code, (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize)
+        };
+        let frame_did_not_fit = code == libc::SI_KERNEL && sp >= f.guard.0 && sp < f.stack_lo + 32 * 1024;
+        if in_guard || frame_did_not_fit {
             if let Some(trap) = f.trap.take() {
                 report(
                     b"linger: stack overflow in a preemptible function (stack of ",
-                    (f.stack_hi - f.stack_lo) / 1024,
+                    (f.stack_hi - f.stack_lo + crate::stack::HEADER) / 1024,
                     b" KiB); the function was abandoned without running its destructors. \
 Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 );
