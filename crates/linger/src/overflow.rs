@@ -141,6 +141,12 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
 Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 );
                 f.overflowed.set(true);
+                // The timer may have fired without its handler running (the
+                // SI_KERNEL case) or while the handler was arming it: forget
+                // what we believed was armed, so the next launch re-arms.
+                let t = ts();
+                t.armed.set(crate::thread::NEVER);
+                t.pending.set(false);
                 // SAFETY: the fault happened on this coroutine's stack (the
                 // guard check above), and we update the interrupted context
                 // with exactly the registers corosensei asks for.
