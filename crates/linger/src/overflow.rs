@@ -140,7 +140,6 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
                     b" KiB); the function was abandoned without running its destructors. \
 Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 );
-                f.overflowed.set(true);
                 // The timer may have fired without its handler running (the
                 // SI_KERNEL case) or while the handler was arming it: forget
                 // what we believed was armed, so the next launch re-arms.

@@ -195,7 +195,6 @@ impl<T> Inner<T> {
                 home: Cell::new(thread_key()),
                 migratable,
                 trap: Cell::new(None),
-                overflowed: Cell::new(false),
                 result: Cell::new(ptr::null_mut()),
             })
         };

@@ -70,8 +70,6 @@ pub(crate) struct Frame {
     pub migratable: bool,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
-    /// Set by the SIGSEGV handler when it abandoned the function.
-    pub overflowed: Cell<bool>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).
     pub result: Cell<*mut ()>,
 }
