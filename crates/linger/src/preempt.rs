@@ -312,10 +312,11 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
     ts.defer.set(0);
 }
 
-/// The shortest delay worth arming: a few times what arming costs on this
-/// machine, so the function runs some of its own code before the next signal.
+/// The shortest delay worth arming: what arming itself costs on this machine
+/// plus the base retry, so the function runs some of its own code before the
+/// next signal.
 fn min_delay(ts: &ThreadState) -> u64 {
-    RETRY_NS.load(Ordering::Relaxed).max(3 * ts.arm_cost.get())
+    RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 
 /// Ensures the timer will fire by `deadline`.

@@ -84,7 +84,7 @@ pub(crate) struct ThreadState {
     pub pending: Cell<bool>,
     /// Deadline the timer is armed for, or NEVER.
     pub armed: Cell<u64>,
-    /// Recent worst cost of arming a near deadline, in ns (decays slowly).
+    /// Moving average of what arming the timer costs, in ns.
     pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
     pub timer: Cell<i32>,
