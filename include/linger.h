@@ -42,32 +42,35 @@ typedef struct linger_opts_t {
   bool migratable;
 } linger_opts_t;
 
-// Counters of the calling thread (see `linger_stats`); the same fields as the
-// Rust `linger::Stats`, documented there.
+// Counters of the calling thread, from `linger::stats()` in Rust or
+// `linger_stats()` in C (where this is `linger_stats_t`).
 typedef struct linger_stats_t {
   // Functions launched.
   uint64_t launches;
-  // Functions that returned.
+  // Functions that returned (including after resumes).
   uint64_t completions;
-  // `linger_pause` calls that handed back control.
+  // Voluntary `pause()` calls that handed back control.
   uint64_t pauses;
-  // Preemptions at a deadline.
+  // Times a function was preempted because its deadline passed.
   uint64_t preemptions;
-  // Of those, taken late at the end of a no-preemption scope.
+  // Of those, preemptions taken late at the end of a no-preempt scope
+  // (critical section, runtime code).
   uint64_t deferred_preemptions;
-  // Deadline signals that found code that must not be interrupted.
+  // Deadline signals that found the function in code that must not be
+  // interrupted (libc, loader, std, a critical scope) and were deferred.
   uint64_t deferrals;
-  // Timer signals that arrived early or with nothing running.
+  // Timer signals that arrived early or when nothing was running.
   uint64_t spurious_signals;
-  // Cancellations that unwound the stack (destructors ran).
+  // Cancellations that unwound the function's stack, running destructors.
   uint64_t cancels_unwound;
-  // Cancellations that reclaimed the stack without unwinding.
+  // Cancellations that reclaimed the stack without unwinding (function was
+  // preempted at an arbitrary instruction, or stopped in C code).
   uint64_t cancels_reclaimed;
-  // Functions abandoned after a stack overflow.
+  // Functions abandoned after overflowing their stack.
   uint64_t stack_overflows;
   // Panics propagated out of preemptible functions (Rust only).
   uint64_t panics;
-  // Largest delay between a deadline and the preemption, in ns.
+  // Largest delay between a deadline and the preemption, in nanoseconds.
   uint64_t worst_overrun_ns;
 } linger_stats_t;
 

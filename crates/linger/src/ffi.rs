@@ -45,70 +45,6 @@ pub struct linger_opts_t {
     pub migratable: bool,
 }
 
-/// Counters of the calling thread (see `linger_stats`); the same fields as the
-/// Rust `linger::Stats`, documented there.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct linger_stats_t {
-    /// Functions launched.
-    pub launches: u64,
-    /// Functions that returned.
-    pub completions: u64,
-    /// `linger_pause` calls that handed back control.
-    pub pauses: u64,
-    /// Preemptions at a deadline.
-    pub preemptions: u64,
-    /// Of those, taken late at the end of a no-preemption scope.
-    pub deferred_preemptions: u64,
-    /// Deadline signals that found code that must not be interrupted.
-    pub deferrals: u64,
-    /// Timer signals that arrived early or with nothing running.
-    pub spurious_signals: u64,
-    /// Cancellations that unwound the stack (destructors ran).
-    pub cancels_unwound: u64,
-    /// Cancellations that reclaimed the stack without unwinding.
-    pub cancels_reclaimed: u64,
-    /// Functions abandoned after a stack overflow.
-    pub stack_overflows: u64,
-    /// Panics propagated out of preemptible functions (Rust only).
-    pub panics: u64,
-    /// Largest delay between a deadline and the preemption, in ns.
-    pub worst_overrun_ns: u64,
-}
-
-impl From<Stats> for linger_stats_t {
-    fn from(s: Stats) -> Self {
-        let Stats {
-            launches,
-            completions,
-            pauses,
-            preemptions,
-            deferred_preemptions,
-            deferrals,
-            spurious_signals,
-            cancels_unwound,
-            cancels_reclaimed,
-            stack_overflows,
-            panics,
-            worst_overrun_ns,
-        } = s;
-        linger_stats_t {
-            launches,
-            completions,
-            pauses,
-            preemptions,
-            deferred_preemptions,
-            deferrals,
-            spurious_signals,
-            cancels_unwound,
-            cancels_reclaimed,
-            stack_overflows,
-            panics,
-            worst_overrun_ns,
-        }
-    }
-}
-
 /// The C function type run by `linger_launch`.
 pub type linger_fn = extern "C" fn(*mut c_void);
 
@@ -439,11 +375,11 @@ pub extern "C" fn linger_critical_end() -> i32 {
 /// # Safety
 /// `out` must be NULL or point to a writable `linger_stats_t`.
 #[no_mangle]
-pub unsafe extern "C" fn linger_stats(out: *mut linger_stats_t) -> i32 {
+pub unsafe extern "C" fn linger_stats(out: *mut Stats) -> i32 {
     // SAFETY: NULL or valid per the contract.
     match unsafe { out.as_mut() } {
         Some(o) => {
-            *o = crate::stats().into();
+            *o = crate::stats();
             0
         }
         None => {

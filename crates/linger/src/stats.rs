@@ -5,15 +5,43 @@ use std::cell::Cell;
 
 use crate::thread::ts;
 
-macro_rules! stats {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        /// Snapshot of this thread's counters (see [`stats`]).
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        #[repr(C)]
-        pub struct Stats {
-            $($(#[$doc])* pub $name: u64,)*
-        }
+/// Counters of the calling thread, from `linger::stats()` in Rust or
+/// `linger_stats()` in C (where this is `linger_stats_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Stats {
+    /// Functions launched.
+    pub launches: u64,
+    /// Functions that returned (including after resumes).
+    pub completions: u64,
+    /// Voluntary `pause()` calls that handed back control.
+    pub pauses: u64,
+    /// Times a function was preempted because its deadline passed.
+    pub preemptions: u64,
+    /// Of those, preemptions taken late at the end of a no-preempt scope
+    /// (critical section, runtime code).
+    pub deferred_preemptions: u64,
+    /// Deadline signals that found the function in code that must not be
+    /// interrupted (libc, loader, std, a critical scope) and were deferred.
+    pub deferrals: u64,
+    /// Timer signals that arrived early or when nothing was running.
+    pub spurious_signals: u64,
+    /// Cancellations that unwound the function's stack, running destructors.
+    pub cancels_unwound: u64,
+    /// Cancellations that reclaimed the stack without unwinding (function was
+    /// preempted at an arbitrary instruction, or stopped in C code).
+    pub cancels_reclaimed: u64,
+    /// Functions abandoned after overflowing their stack.
+    pub stack_overflows: u64,
+    /// Panics propagated out of preemptible functions (Rust only).
+    pub panics: u64,
+    /// Largest delay between a deadline and the preemption, in nanoseconds.
+    pub worst_overrun_ns: u64,
+}
 
+/// The live counters: one cell per field of [`Stats`].
+macro_rules! cells {
+    ($($name:ident),* $(,)?) => {
         pub(crate) struct StatCells {
             $(pub $name: Cell<u64>,)*
         }
@@ -32,34 +60,9 @@ macro_rules! stats {
     };
 }
 
-stats! {
-    /// Functions launched.
-    launches,
-    /// Functions that returned (including after resumes).
-    completions,
-    /// Voluntary `pause()` calls that handed back control.
-    pauses,
-    /// Times a function was preempted because its deadline passed.
-    preemptions,
-    /// Of those, preemptions taken late at the end of a no-preempt scope
-    /// (critical section, runtime code).
-    deferred_preemptions,
-    /// Deadline signals that found the function in code that must not be
-    /// interrupted (libc, loader, std, a critical scope) and were deferred.
-    deferrals,
-    /// Timer signals that arrived early or when nothing was running.
-    spurious_signals,
-    /// Cancellations that unwound the function's stack, running destructors.
-    cancels_unwound,
-    /// Cancellations that reclaimed the stack without unwinding (function was
-    /// preempted at an arbitrary instruction, or never started).
-    cancels_reclaimed,
-    /// Functions abandoned after overflowing their stack.
-    stack_overflows,
-    /// Panics propagated out of preemptible functions.
-    panics,
-    /// Largest delay between a deadline and the preemption, in nanoseconds.
-    worst_overrun_ns,
+cells! {
+    launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
+    cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns,
 }
 
 /// Counters of the calling thread.
