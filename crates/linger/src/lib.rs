@@ -234,7 +234,7 @@ pub fn resume<'l, 'a, T>(l: &'l mut Linger<'a, T>, timeout: Duration) -> Result<
         Linger::Completion(_) => Ok(l),
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(_) => {
-            runtime::init()?;
+            runtime::init_thread()?;
             drive(l, timeout)?;
             Ok(l)
         }

@@ -61,6 +61,16 @@ impl Drop for Scope {
 }
 
 /// Starts the runtime (once per process and once per thread).
+/// Makes sure this thread can run a function that already exists (its timer
+/// and signal state); cheaper than `init`, for resumes.
+#[inline]
+pub(crate) fn init_thread() -> Result<(), Error> {
+    if ts_caller().timer.get() >= 0 {
+        return Ok(());
+    }
+    init().map(|_| ())
+}
+
 pub(crate) fn init() -> Result<&'static Config, Error> {
     let cfg = config::current()?;
     if READY.load(Ordering::Acquire) && ts_caller().timer.get() >= 0 {
@@ -87,6 +97,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
         .map_err(Error::Config)?;
     READY.store(true, Ordering::Release);
     let t = ts();
+    thread_key(); // assigns this thread's id, which resumes read directly
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
@@ -230,7 +241,7 @@ impl<T> Inner<T> {
         if f.running.get() {
             return Err(Error::Busy);
         }
-        let me = thread_key();
+        let me = ts_caller().id.get();
         if !f.migratable && f.home.get() != me {
             return Err(Error::WrongThread);
         }
