@@ -104,7 +104,8 @@ run() {
         cmd=(valgrind -q --error-exitcode=99 --leak-check=full "${supp[@]}" "$bin")
     fi
     # stdin from /dev/null; the tests that need a pipe or file make their own.
-    timeout --kill-after=5 "$limit" "${cmd[@]}" </dev/null >"$log" 2>&1 || rc=$?
+    # (The outer 2>/dev/null only silences bash's own "Aborted" notice.)
+    { timeout --kill-after=5 "$limit" "${cmd[@]}" </dev/null >"$log" 2>&1; } 2>/dev/null || rc=$?
     case $rc in
     0) pass "$name" ;;
     124 | 137) fail "$name" "$log" "timed out after ${limit}s" ;;

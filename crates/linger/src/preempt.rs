@@ -132,7 +132,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
 /// transit (arming a near timer can take longer than a short slice) is
 /// postponed by the minimum delay instead of being taken here, so every
 /// resume lets the function make progress.
-pub(crate) fn landed(_unwindable: bool) {
+pub(crate) fn landed() {
     let ts = ts();
     let d = ts.defer.get();
     debug_assert!(d > 0, "landed outside a transit");
@@ -177,7 +177,7 @@ pub(crate) fn exit_scope(unwindable: bool) {
     compiler_fence(Ordering::SeqCst);
     ts.defer.set(d);
     if d == 0 && ts.pending.get() && take_pending(ts, unwindable) {
-        landed(unwindable);
+        landed();
     }
 }
 
@@ -193,7 +193,7 @@ pub(crate) fn pause(unwindable: bool) {
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
     unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
-    landed(unwindable);
+    landed();
 }
 
 /// Is the interrupted point `(pc, sp)` of `frame` safe to stop at?
@@ -291,7 +291,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 // own code on its own stack, and this handler frame is on it too.
                 unsafe { switch_out(f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
                 // Resumed, possibly on another thread.
-                landed(false);
+                landed();
                 return;
             }
             bump(&ts.stats.deferrals);

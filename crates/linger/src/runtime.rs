@@ -138,7 +138,7 @@ fn body<T, F: FnOnce() -> T>(y: &Yield, f: F) -> Outcome {
     // first switch; the frame lives as long as the coroutine.
     let fr = unsafe { &*frame };
     fr.yielder.set(y as *const Yield as *const ());
-    landed(true);
+    landed();
     let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
