@@ -1,0 +1,92 @@
+//! Configuration through the environment and the builder: documented
+//! defaults, clear errors for bad values, no aborts. Each case runs in a
+//! child process because the configuration is frozen once per process.
+
+use std::process::Command;
+use std::time::Duration;
+
+use linger::{launch, Config, Error};
+
+fn child_case() -> Option<String> {
+    std::env::var("LINGER_CONFIG_CASE").ok()
+}
+
+fn run_case(case: &str, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "config_cases", "--nocapture", "--test-threads=1"]).env("LINGER_CONFIG_CASE", case);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "case {case} failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn spin() -> u64 {
+    let mut x = 0u64;
+    loop {
+        x = x.wrapping_add(1);
+        std::hint::black_box(x);
+    }
+}
+
+#[test]
+fn config_cases() {
+    match child_case().as_deref() {
+        None => {}
+        Some("bad-signal") => {
+            let e = launch(|| 1, Duration::MAX).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e}");
+            println!("CASE-OK {e}");
+            return;
+        }
+        Some("bad-size") => {
+            let e = launch(|| 1, Duration::MAX).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e}");
+            println!("CASE-OK {e}");
+            return;
+        }
+        Some("custom") => {
+            let c = Config::from_env().unwrap();
+            assert_eq!(c.signal_number(), libc::SIGRTMIN() + 4);
+            assert_eq!(c.default_stack_size(), 128 * 1024);
+            let l = launch(spin, Duration::from_millis(1)).unwrap();
+            assert!(l.is_continuation());
+            // Frozen once started.
+            assert!(matches!(Config::default().install(), Err(Error::Config(_))));
+            println!("CASE-OK");
+            return;
+        }
+        Some("signal-taken") => {
+            extern "C" fn other(_: libc::c_int) {}
+            unsafe { libc::signal(libc::SIGRTMAX() - 3, other as *const () as libc::sighandler_t) };
+            let e = launch(|| 1, Duration::MAX).unwrap_err();
+            assert!(matches!(e, Error::Config(_)), "{e}");
+            println!("CASE-OK {e}");
+            return;
+        }
+        Some("builder") => {
+            let c = Config::default().stack_size(1).unwrap().retry(Duration::from_micros(20));
+            assert_eq!(c.default_stack_size(), linger::MIN_STACK_SIZE);
+            assert!(Config::default().signal(libc::SIGINT).is_err());
+            c.install().unwrap();
+            let l = launch(|| 7, Duration::MAX).unwrap();
+            assert_eq!(l.completion(), Some(7));
+            println!("CASE-OK");
+            return;
+        }
+        Some(other) => panic!("unknown case {other}"),
+    }
+    let out = run_case("bad-signal", &[("LINGER_SIGNAL", "not-a-number")]);
+    assert!(out.contains("CASE-OK") && out.contains("LINGER_SIGNAL"), "{out}");
+    let out = run_case("bad-signal", &[("LINGER_SIGNAL", "2")]);
+    assert!(out.contains("CASE-OK") && out.contains("real-time"), "{out}");
+    let out = run_case("bad-size", &[("LINGER_STACK_SIZE", "lots")]);
+    assert!(out.contains("CASE-OK") && out.contains("LINGER_STACK_SIZE"), "{out}");
+    let sig = (libc::SIGRTMIN() + 4).to_string();
+    assert!(run_case("custom", &[("LINGER_SIGNAL", &sig), ("LINGER_STACK_SIZE", "128K")]).contains("CASE-OK"));
+    let out = run_case("signal-taken", &[]);
+    assert!(out.contains("CASE-OK") && out.contains("already has a handler"), "{out}");
+    assert!(run_case("builder", &[]).contains("CASE-OK"));
+}
