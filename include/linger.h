@@ -109,12 +109,13 @@ struct linger_t linger_launch_opts(void (*func)(void*),
 // `l` must be NULL or point to a writable `linger_t`.
 int32_t linger_resume(struct linger_t *l, uint64_t timeout_us);
 
-// Cancels a paused function: unwinds it if it paused itself or stopped at the
-// end of a critical section, else reclaims its stack without unwinding.
-// Returns 0; on a completed or never-launched `linger_t`, 0 and nothing
-// happens. Returns -1 with `errno` for NULL (`EINVAL`), an already cancelled
-// function (`EALREADY`), a stale or made-up handle (`EINVAL`), or one that is
-// running (`EBUSY`).
+// Cancels a paused function and frees everything the runtime holds for it
+// (its stack goes back to the pool). A C function is never unwound (that is
+// not defined through C frames): whatever it allocated itself stays
+// allocated. Returns 0; on a completed or never-launched `linger_t`, 0 and
+// nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
+// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
+// one that is running (`EBUSY`).
 //
 // # Safety
 // `l` must be NULL or point to a writable `linger_t`.
