@@ -86,6 +86,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     GLOBAL
         .get_or_init(|| {
             preempt::RETRY_NS.store(cfg.retry.as_nanos() as u64, Ordering::Relaxed);
+            crate::clock::start();
             crate::interpose::prepare();
             ranges::ensure(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
@@ -105,12 +106,12 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
 }
 
 /// Absolute deadline `timeout` from now (NEVER for "no limit").
-pub(crate) fn deadline_after(timeout: Duration) -> u64 {
+pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
     if timeout == Duration::MAX {
         return NEVER;
     }
     let ns = u64::try_from(timeout.as_nanos()).unwrap_or(NEVER);
-    now_ns().checked_add(ns).unwrap_or(NEVER)
+    crate::clock::now(t).checked_add(ns).unwrap_or(NEVER)
 }
 
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
@@ -249,8 +250,8 @@ impl<T> Inner<T> {
             return Ok(Some(Status::Suspended));
         }
         let _scope = Scope::enter();
-        let mut deadline = deadline_after(timeout);
         let t = ts_caller();
+        let mut deadline = deadline_after(t, timeout);
         let parent = t.current.get();
         if !parent.is_null() {
             // SAFETY: `current` is a live frame.

@@ -84,6 +84,9 @@ pub(crate) struct ThreadState {
     pub pending: Cell<bool>,
     /// Deadline the timer is armed for, or NEVER.
     pub armed: Cell<u64>,
+    /// TSC reading and CLOCK_MONOTONIC time of this thread's clock anchor.
+    pub tsc_anchor: Cell<u64>,
+    pub ns_anchor: Cell<u64>,
     /// Moving average of what arming the timer costs, in ns.
     pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
@@ -105,6 +108,8 @@ thread_local! {
             pending: Cell::new(false),
             armed: Cell::new(NEVER),
             arm_cost: Cell::new(0),
+            tsc_anchor: Cell::new(0),
+            ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
             id: Cell::new(0),
             signals: Cell::new(0),
