@@ -81,9 +81,10 @@ int main(void) {
         expect_cancelled(&l, "paused", i);
         CHECK(p.started == 1 && p.after_pause == 0, "paused iteration %d: ran on after cancel", i);
         linger_stats_t s1 = stats_now();
-        /* Counted once, as unwound or reclaimed. (linger.h says a function
-         * that paused itself is unwound; the library reclaims C functions,
-         * since unwinding through C frames is not defined: see the report.) */
+        /* Counted once, as unwound or reclaimed. (The linger_cancel comment
+         * in linger.h says a function that paused itself is unwound, but
+         * docs/safety.md says C stops are reclaimed, which is what happens:
+         * unwinding through extern "C" frames would abort.) */
         CHECK(s1.cancels_unwound + s1.cancels_reclaimed == s0.cancels_unwound + s0.cancels_reclaimed + 1,
               "paused iteration %d: cancellation not counted", i);
         if (i == 0)
