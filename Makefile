@@ -22,6 +22,7 @@ test-valgrind:
 		--error-exitcode=99 --suppressions=valgrind/linger.supp \
 		target/release/examples/leakcheck 30
 	@echo "valgrind: leakcheck clean"
+	LINGER_VALGRIND=1 LINGER_NO_STATIC=1 bash tests/c/run.sh
 
 bench:
 	$(CARGO) run --release -p linger-bench -- --write-docs

@@ -81,8 +81,10 @@ typedef void (*linger_fn)(void*);
 extern "C" {
 #endif // __cplusplus
 
-// Runs `func(arg)` on its own stack for at most `timeout_us` microseconds.
-// `0` only sets the function up; `UINT64_MAX` means no limit. On failure the
+// Runs `func(arg)` on its own stack for at most `timeout_us` microseconds
+// (slices shorter than the cost of arming the timer plus `LINGER_RETRY_US`
+// are rounded up to it). `0` only sets the function up; `UINT64_MAX` means
+// no limit. On failure the
 // result has `is_complete == false` and `continuation == NULL`, and `errno`
 // is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
 // `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).

@@ -101,7 +101,6 @@ run() {
     if [ -n "$valgrind_mode" ]; then
         local supp=()
         [ -f "$root/valgrind/linger.supp" ] && supp+=(--suppressions="$root/valgrind/linger.supp")
-        supp+=(--suppressions="$root/tests/c/valgrind.supp")
         cmd=(valgrind -q --error-exitcode=99 --leak-check=full "${supp[@]}" "$bin")
     fi
     # stdin from /dev/null; the tests that need a pipe or file make their own.

@@ -216,7 +216,8 @@ pub unsafe extern "C" fn sleep(seconds: c_uint) -> c_uint {
     // SAFETY: valid pointers.
     let e = unsafe { sleep_core(libc::CLOCK_MONOTONIC, 0, &req, &mut rem) };
     if e == libc::EINTR {
-        (rem.tv_sec + (rem.tv_nsec > 0) as i64) as c_uint
+        // Whole seconds left, rounded down like glibc's sleep().
+        rem.tv_sec as c_uint
     } else {
         0
     }

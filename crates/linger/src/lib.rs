@@ -215,7 +215,9 @@ impl Builder {
 ///
 /// Returns [`Linger::Completion`] if it returned in time, otherwise a
 /// [`Linger::Continuation`]. `Duration::ZERO` only sets the function up (it
-/// has not run when this returns); `Duration::MAX` means no limit. Inside
+/// has not run when this returns); `Duration::MAX` means no limit. Timeouts
+/// shorter than the cost of arming the timer plus `LINGER_RETRY_US` (tens of
+/// microseconds in VMs, see `docs/safety.md`) are rounded up to it. Inside
 /// another preemptible function, the inner deadline never extends past the
 /// outer one. A panic in `f` propagates to the caller and leaves nothing
 /// behind.

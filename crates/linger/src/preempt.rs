@@ -315,7 +315,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
 /// The shortest delay worth arming: what arming itself costs on this machine
 /// plus the base retry, so the function runs some of its own code before the
 /// next signal.
-fn min_delay(ts: &ThreadState) -> u64 {
+pub(crate) fn min_delay(ts: &ThreadState) -> u64 {
     RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 

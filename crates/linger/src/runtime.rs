@@ -105,12 +105,15 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     Ok(())
 }
 
-/// Absolute deadline `timeout` from now (NEVER for "no limit").
+/// Absolute deadline `timeout` from now (NEVER for "no limit"). Slices
+/// shorter than the minimum (base retry plus what arming the timer costs on
+/// this machine) are rounded up to it: a shorter one would end before the
+/// function ran at all.
 pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
     if timeout == Duration::MAX {
         return NEVER;
     }
-    let ns = u64::try_from(timeout.as_nanos()).unwrap_or(NEVER);
+    let ns = u64::try_from(timeout.as_nanos()).unwrap_or(NEVER).max(preempt::min_delay(t));
     crate::clock::now(t).checked_add(ns).unwrap_or(NEVER)
 }
 
