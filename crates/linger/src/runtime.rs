@@ -306,7 +306,7 @@ impl<T> Inner<T> {
         compiler_fence(Ordering::SeqCst);
         // Armed only now: a deadline that passes during the (1-20 us) timer
         // system call then finds the function current and in transit, and is
-        // taken as soon as it lands instead of being lost.
+        // postponed when it lands (see `landed`) instead of being lost.
         if let Err(e) = preempt::arm(t, deadline) {
             f.running.set(false);
             t.current.set(f.parent.get());
