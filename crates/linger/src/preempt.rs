@@ -8,10 +8,12 @@
 //!    the caller, leaving the signal frame parked on that stack. Resuming
 //!    switches back into the handler, which returns and lets `rt_sigreturn`
 //!    restore every register (including FP/SIMD state).
-//! 2. **At the end of a no-preemption scope** ([`landed`] / [`exit_scope`]): if
-//!    the deadline passed while the thread was in a `critical` scope or in the
+//! 2. **At the end of a no-preemption scope** ([`exit_scope`]): if the
+//!    deadline passed while the thread was in a `critical` scope or in the
 //!    runtime itself, the handler only records it as pending and the scope's
-//!    exit hands control back through an ordinary function call.
+//!    exit hands control back through an ordinary function call. (A deadline
+//!    that passes while the runtime switches *into* the function is postponed
+//!    instead, in [`landed`], so that every resume makes progress.)
 //!
 //! Only the second kind (and `pause()`) stops the function at a call
 //! instruction, where unwinding is defined; that is why cancellation can run
@@ -29,8 +31,9 @@
 //!   while the stdout lock is held): defer.
 //!
 //! Deferrals of the last three kinds re-arm the timer: 32 times at the base
-//! interval (10 us), then with exponential back-off up to 250 us, like Go's
-//! retried async preemption.
+//! interval (10 us, or the cost of arming if that is more), then with
+//! exponential back-off up to 250 us, like Go's retried async preemption.
+//! The handler itself counts as a no-preemption scope (see [`on_timer`]).
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
