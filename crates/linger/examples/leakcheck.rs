@@ -20,7 +20,15 @@ fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     for i in 0..rounds {
         // Completion after preemptions.
-        let mut l = launch(move || vec![i; 100].iter().sum::<usize>() + spin(200_000) as usize * 0, Duration::from_micros(50)).unwrap();
+        let mut l = launch(
+            move || {
+                let v = vec![i; 100];
+                spin(200_000);
+                v.iter().sum::<usize>()
+            },
+            Duration::from_micros(50),
+        )
+        .unwrap();
         while !l.is_completion() {
             resume(&mut l, Duration::from_micros(50)).unwrap();
         }
@@ -45,6 +53,7 @@ fn main() {
     }
     // Stack overflow, once.
     #[inline(never)]
+    #[allow(unconditional_recursion)]
     fn recurse(n: u64) -> u64 {
         let b = [n; 32];
         std::hint::black_box(&b);

@@ -18,7 +18,7 @@
 //! # let _ = v;
 //! ```
 //!
-//! Layers, bottom up: [`stack`](crate::stack) (pooled guard-paged stacks),
+//! Layers, bottom up: [`stack`] (pooled guard-paged stacks), `clock` (cheap deadline clock),
 //! `switch` (corosensei context switch plus FP control state), `timer`
 //! (per-thread one-shot POSIX timer), `ranges` (code that must not be
 //! interrupted), `preempt` (the signal handler: **where preemption happens**),

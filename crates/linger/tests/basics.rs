@@ -37,7 +37,7 @@ fn completes_within_timeout() {
 
 #[test]
 fn borrows_non_static_data() {
-    let data = vec![1u64, 2, 3];
+    let data = [1u64, 2, 3];
     let mut out = 0;
     let l = launch(|| {
         out = data.iter().sum();
@@ -194,7 +194,7 @@ fn deeply_nested_pause_reaches_the_innermost_caller() {
         Duration::MAX,
     )
     .unwrap();
-    assert_eq!(l.is_completion(), true);
+    assert!(l.is_completion());
     assert_eq!(std::mem::replace(&mut l, Linger::Poison).completion(), Some(2));
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use linger::{Builder, Error};
 
 #[inline(never)]
+#[allow(unconditional_recursion)]
 fn recurse(n: u64) -> u64 {
     let buf = [n; 64];
     std::hint::black_box(&buf);

@@ -79,7 +79,7 @@ thread_local! {
 
 #[test]
 fn non_migratable_continuation_refuses_another_thread() {
-    let mut l = launch(
+    let l = launch(
         || -> () {
             loop {
                 HITS.with(|h| h.set(std::hint::black_box(h.get() + 1)));
