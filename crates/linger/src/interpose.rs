@@ -11,6 +11,10 @@
 //! preemptions, and only the program's own signals surface as EINTR.
 //!
 //! Outside a preemptible function the wrappers cost one thread-local load.
+//!
+//! `pthread_sigmask` and `sigprocmask` are wrapped too, so that a program
+//! cannot block the preemption signal by accident (the rest of the signal
+//! hardening is issue 3's).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -37,12 +41,15 @@ macro_rules! real {
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
 type ClockNanosleepFn = unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
+type SigmaskFn = unsafe extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
 
 /// Resolves the real functions ahead of time, outside any preemptible function.
 pub(crate) fn prepare() {
     let _ = real_read();
     let _ = real_write();
     let _ = real_clock_nanosleep();
+    let _ = real_pthread_sigmask();
+    let _ = real_sigprocmask();
 }
 
 fn real_read() -> Option<ReadFn> {
@@ -53,6 +60,12 @@ fn real_write() -> Option<WriteFn> {
 }
 fn real_clock_nanosleep() -> Option<ClockNanosleepFn> {
     real!(CLOCK_NANOSLEEP, "clock_nanosleep", ClockNanosleepFn)
+}
+fn real_pthread_sigmask() -> Option<SigmaskFn> {
+    real!(PTHREAD_SIGMASK, "pthread_sigmask", SigmaskFn)
+}
+fn real_sigprocmask() -> Option<SigmaskFn> {
+    real!(SIGPROCMASK, "sigprocmask", SigmaskFn)
 }
 
 fn set_errno(e: c_int) {
@@ -220,5 +233,53 @@ pub unsafe extern "C" fn sleep(seconds: c_uint) -> c_uint {
         rem.tv_sec as c_uint
     } else {
         0
+    }
+}
+
+/// The set the program asked to block, minus the preemption signal: a thread
+/// that blocks every signal (common before spawning helper threads) would
+/// otherwise never be preempted again, and a launch with a timeout would not
+/// return.
+fn without_preemption_signal(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
+    let signo = crate::timer::signal();
+    if signo == 0 || set.is_null() || (how != libc::SIG_BLOCK && how != libc::SIG_SETMASK) {
+        return None;
+    }
+    // SAFETY: non-null and, per the caller's contract, a valid sigset.
+    let mut copy = unsafe { *set };
+    // SAFETY: valid set and signal number.
+    (unsafe { libc::sigismember(&copy, signo) } == 1).then(|| {
+        // SAFETY: as above.
+        unsafe { libc::sigdelset(&mut copy, signo) };
+        copy
+    })
+}
+
+/// # Safety
+/// Same contract as POSIX `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+    let Some(real) = real_pthread_sigmask() else { return libc::ENOSYS };
+    match without_preemption_signal(how, set) {
+        // SAFETY: forwarded with a valid local copy of the set.
+        Some(copy) => unsafe { real(how, &copy, old) },
+        // SAFETY: forwarded verbatim.
+        None => unsafe { real(how, set, old) },
+    }
+}
+
+/// # Safety
+/// Same contract as POSIX `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+    let Some(real) = real_sigprocmask() else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    match without_preemption_signal(how, set) {
+        // SAFETY: forwarded with a valid local copy of the set.
+        Some(copy) => unsafe { real(how, &copy, old) },
+        // SAFETY: forwarded verbatim.
+        None => unsafe { real(how, set, old) },
     }
 }

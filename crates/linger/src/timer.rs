@@ -34,6 +34,11 @@ thread_local! {
 /// Signal number the timers use (set when the runtime starts).
 static SIGNO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// The preemption signal, or 0 before the runtime started.
+pub(crate) fn signal() -> i32 {
+    SIGNO.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Registers the fork handler (once per process): POSIX timers are not
 /// inherited by a child, but the forking thread's state (including its timer
 /// id) is.
