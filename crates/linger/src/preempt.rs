@@ -144,7 +144,17 @@ pub(crate) fn landed() {
     if d == 1 && ts.pending.get() {
         ts.pending.set(false);
         let now = now_ns();
-        let _ = timer::arm(ts, now + min_delay(ts));
+        let later = now + min_delay(ts);
+        // Move the deadline itself, not just the timer: a signal generated
+        // during the transit can still be delivered after this point (timer
+        // interrupts on another CPU reach this thread a little later), and
+        // must then count as early.
+        let frame = ts.current.get();
+        if !frame.is_null() {
+            // SAFETY: `current` is the live function we just switched into.
+            unsafe { (*frame).deadline.set(later) };
+        }
+        let _ = timer::arm(ts, later);
     }
 }
 

@@ -314,6 +314,12 @@ impl<T> Inner<T> {
             t.pending.set(f.caller_pending.get());
             return Err(e);
         }
+        // If arming took us past the deadline, its signal may reach this
+        // thread only after the function has started: treat the deadline as
+        // passed in transit, so that landing postpones it.
+        if t.armed.get() == deadline && t.armed_at.get() >= deadline {
+            t.pending.set(true);
+        }
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
         let r = go(self.co.as_mut().expect("checked by caller"));

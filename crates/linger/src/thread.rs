@@ -87,6 +87,8 @@ pub(crate) struct ThreadState {
     /// TSC reading and CLOCK_MONOTONIC time of this thread's clock anchor.
     pub tsc_anchor: Cell<u64>,
     pub ns_anchor: Cell<u64>,
+    /// When the last timer_settime returned (CLOCK_MONOTONIC ns).
+    pub armed_at: Cell<u64>,
     /// Moving average of what arming the timer costs, in ns.
     pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
@@ -108,6 +110,7 @@ thread_local! {
             pending: Cell::new(false),
             armed: Cell::new(NEVER),
             arm_cost: Cell::new(0),
+            armed_at: Cell::new(0),
             tsc_anchor: Cell::new(0),
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
