@@ -143,18 +143,21 @@ pub(crate) fn landed() {
     compiler_fence(Ordering::SeqCst);
     if d == 1 && ts.pending.get() {
         ts.pending.set(false);
-        let now = now_ns();
-        let later = now + min_delay(ts);
-        // Move the deadline itself, not just the timer: a signal generated
-        // during the transit can still be delivered after this point (timer
-        // interrupts on another CPU reach this thread a little later), and
-        // must then count as early.
         let frame = ts.current.get();
-        if !frame.is_null() {
-            // SAFETY: `current` is the live function we just switched into.
-            unsafe { (*frame).deadline.set(later) };
+        if frame.is_null() {
+            return;
         }
-        let _ = timer::arm(ts, later);
+        // SAFETY: `current` is the live function we just switched into.
+        let f = unsafe { &*frame };
+        let now = now_ns();
+        if now >= f.deadline.get() {
+            // Move the deadline itself, not just the timer: a signal
+            // generated during the transit can still be delivered after this
+            // point (a timer interrupt on another CPU reaches this thread a
+            // little later), and must then count as early.
+            f.deadline.set(now + min_delay(ts));
+        }
+        let _ = timer::arm(ts, f.deadline.get());
     }
 }
 
@@ -261,7 +264,13 @@ extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut 
     if frame.is_null() {
         bump(&ts.stats.spurious_signals);
     } else if ts.defer.get() > 0 {
-        if !ts.pending.get() {
+        // SAFETY: `current` always points to a live frame.
+        let deadline = unsafe { (*frame).deadline.get() };
+        if now_ns() < deadline {
+            // Early (the timer was armed for an earlier deadline): re-arm.
+            bump(&ts.stats.spurious_signals);
+            let _ = timer::arm(ts, deadline);
+        } else if !ts.pending.get() {
             ts.pending.set(true);
             bump(&ts.stats.deferrals);
         }

@@ -87,3 +87,26 @@ fn migratable_continuations_shared_by_a_thread_pool() {
         assert_eq!(v, hash_chain(i, WORK), "function {i} computed a wrong result after migrating");
     }
 }
+
+#[test]
+fn an_unlimited_outer_function_is_never_preempted_by_its_inner_deadlines() {
+    // The inner functions' timer signals reach the thread while the outer one
+    // (no deadline) is current: they must count as early, never as the outer
+    // function's deadline (a regression once cut the outer short).
+    let before = linger::stats();
+    for round in 0..300u64 {
+        let l = launch(
+            move || {
+                let mut inner = launch(move || hash_chain(round, 300_000), Duration::from_micros(100)).unwrap();
+                while !inner.is_completion() {
+                    resume(&mut inner, Duration::from_micros(100)).unwrap();
+                }
+                inner.completion().unwrap()
+            },
+            Duration::MAX,
+        )
+        .unwrap();
+        assert_eq!(l.completion(), Some(hash_chain(round, 300_000)), "round {round}: outer function was stopped");
+    }
+    assert!(linger::stats().preemptions > before.preemptions, "the inner functions were never preempted");
+}
