@@ -76,6 +76,22 @@ static inline uint64_t mix(uint64_t n) {
     return acc;
 }
 
+/* A preemptible job: computes mix(n) into result. */
+struct mix_job {
+    uint64_t n, result;
+};
+static inline void mix_job_fn(void *arg) {
+    struct mix_job *j = arg;
+    j->result = mix(j->n);
+}
+
+/* Spins until *arg (a volatile int) becomes non-zero. */
+static inline void spin_until_fn(void *arg) {
+    volatile int *stop = arg;
+    while (!*stop) {
+    }
+}
+
 static inline linger_stats_t stats_now(void) {
     linger_stats_t s;
     CHECK(linger_stats(&s) == 0, "linger_stats failed");

@@ -8,26 +8,13 @@
 
 #include "common.h"
 
-struct job {
-    uint64_t n, result;
-};
-static void job_fn(void *arg) {
-    struct job *j = arg;
-    j->result = mix(j->n);
-}
-static void forever_fn(void *arg) {
-    volatile int *stop = arg;
-    while (!*stop) {
-    }
-}
-
 /* Returns 0 if linger works in this process: a launch with a timeout is
  * preempted, and `paused` (inherited from the parent) can be finished. */
-static int exercise(linger_t *paused, struct job *pj, const char *who) {
+static int exercise(linger_t *paused, struct mix_job *pj, const char *who) {
     alarm(10 * (unsigned)slack()); /* a lost deadline would hang */
     volatile int stop = 0;
     errno = 0;
-    linger_t l = linger_launch(forever_fn, 1000, (void *)&stop);
+    linger_t l = linger_launch(spin_until_fn, 1000, (void *)&stop);
     if (!l.continuation) {
         fprintf(stderr, "%s: linger_launch(infinite loop, 1 ms) failed: errno %d (%s)\n", who, errno,
                 strerror(errno));
@@ -57,8 +44,8 @@ int main(void) {
     int n = iters(10);
     for (int i = 0; i < n; i++) {
         /* Use linger in the parent, and leave a function paused. */
-        struct job j = {.n = 3000000};
-        linger_t l = linger_launch(job_fn, 100, &j);
+        struct mix_job j = {.n = 3000000};
+        linger_t l = linger_launch(mix_job_fn, 100, &j);
         CHECK(!l.is_complete && l.continuation, "parent: not preempted");
         fflush(NULL);
         pid_t pid = fork();

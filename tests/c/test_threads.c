@@ -20,20 +20,6 @@ struct worker {
     int failed_stats;
 };
 
-struct job {
-    uint64_t n, result;
-};
-static void job_fn(void *arg) {
-    struct job *j = arg;
-    j->result = mix(j->n);
-}
-
-static void forever_fn(void *arg) {
-    volatile int *stop = arg;
-    while (!*stop) {
-    }
-}
-
 static uint64_t expected(uint64_t n) {
     uint64_t acc = 0;
     for (uint64_t i = 0; i < n; i++) acc = acc * 6364136223846793005u + i;
@@ -67,11 +53,11 @@ static void *worker_fn(void *arg) {
     uint64_t want = expected(400000);
     for (int r = 0; r < w->rounds; r++) {
         /* Three functions interleaved in 50-150 us slices. */
-        struct job jobs[3];
+        struct mix_job jobs[3];
         linger_t ls[3];
         for (int k = 0; k < 3; k++) {
-            jobs[k] = (struct job){.n = 400000};
-            ls[k] = linger_launch(job_fn, 50 + 50 * (uint64_t)k, &jobs[k]);
+            jobs[k] = (struct mix_job){.n = 400000};
+            ls[k] = linger_launch(mix_job_fn, 50 + 50 * (uint64_t)k, &jobs[k]);
             CHECK(ls[k].is_complete || ls[k].continuation, "thread %d: launch failed", w->id);
         }
         int live;
@@ -88,7 +74,7 @@ static void *worker_fn(void *arg) {
         /* An infinite loop with a 1 ms timeout must come back. */
         volatile int stop = 0;
         uint64_t c0 = cpu_ns(), t0 = now_ns();
-        linger_t l = linger_launch(forever_fn, 1000, (void *)&stop);
+        linger_t l = linger_launch(spin_until_fn, 1000, (void *)&stop);
         uint64_t took = now_ns() - t0, cpu = cpu_ns() - c0;
         CHECK(!l.is_complete && l.continuation, "thread %d: infinite loop launch", w->id);
         if (took > w->worst_ns) w->worst_ns = took;
@@ -160,9 +146,9 @@ int main(void) {
     int hop_rounds = getenv("LINGER_TEST_VALGRIND") ? 0 : iters(3);
     if (!hop_rounds) fprintf(stderr, "migratable hops skipped under valgrind\n");
     for (int k = 0; k < hop_rounds; k++) {
-        struct job j = {.n = 20000000};
+        struct mix_job j = {.n = 20000000};
         linger_opts_t o = {.migratable = true};
-        hopper = linger_launch_opts(job_fn, 200, &j, &o);
+        hopper = linger_launch_opts(mix_job_fn, 200, &j, &o);
         CHECK(hopper.is_complete || hopper.continuation, "migratable launch failed");
         int hops = 0;
         while (!hopper.is_complete) {

@@ -62,6 +62,23 @@ fn legend_line(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
 }
 
+/// Draws the legend box the same way on every plot.
+fn finish<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>, at: SeriesLabelPosition) -> Res
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(at)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .label_font((FONT, 13))
+        .draw()?;
+    Ok(())
+}
+
 /// Horizontal dot plot of medians with p10-p90 bars, log time axis.
 pub fn latency(path: &Path, l: &Latency) -> Res {
     let rows: Vec<_> = l.rows.iter().rev().collect();
@@ -109,13 +126,7 @@ pub fn latency(path: &Path, l: &Latency) -> Res {
         .draw_series(std::iter::empty::<Circle<(f64, SegmentValue<i32>), i32>>())?
         .label("baseline")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, BASE.filled()));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .label_font((FONT, 13))
-        .draw()?;
+    finish(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }
@@ -162,13 +173,7 @@ pub fn accuracy(path: &Path, a: &[Point]) -> Res {
         )?
         .label("targets: p50 5 us, p99 20 us")
         .legend(legend_line(GREY));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .label_font((FONT, 13))
-        .draw()?;
+    finish(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }
@@ -207,13 +212,7 @@ pub fn throughput(path: &Path, tp: &Throughput) -> Res {
         .label("targets (95% at 100 us, 99% at 1 ms)")
         .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
     chart.draw_series(LineSeries::new(vec![(10.0, 1.0), (2000.0, 1.0)], GREY.stroke_width(1)))?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .label_font((FONT, 13))
-        .draw()?;
+    finish(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }
