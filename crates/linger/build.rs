@@ -13,7 +13,10 @@ fn main() {
     println!("cargo:rerun-if-env-changed=LINGER_UPDATE_HEADER");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
-        .with_crate(&crate_dir)
+        // Only the C API's own files: the interposed libc functions elsewhere
+        // in the crate are exported too, but are not part of our header.
+        .with_src(crate_dir.join("src/ffi.rs"))
+        .with_src(crate_dir.join("src/stats.rs"))
         .with_config(config)
         .generate()
         .expect("generating the C header");

@@ -60,6 +60,36 @@ pub(crate) fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
+/// Parses a duration such as `50us`, `1.5ms`, `2s` or `800ns` (units `ns`,
+/// `us`, `ms`, `s`; a bare number is an error, so that `--slice 100` cannot
+/// silently mean 100 ns or 100 s). Zero is an error: it would mean "set up but
+/// never run" for a launch and is almost always a mistake on a command line.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "\u{b5}s" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" => return Err(format!("duration {s:?} needs a unit (ns, us, ms or s)")),
+        u => return Err(format!("duration {s:?} has an unknown unit {u:?} (use ns, us, ms or s)")),
+    };
+    if num.is_empty() || num.matches('.').count() > 1 || num.starts_with('.') || num.ends_with('.') {
+        return Err(format!("duration {s:?} is not a number followed by a unit"));
+    }
+    let v: f64 = num.parse().map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
+    let ns = (v * scale).round();
+    if ns < 1.0 {
+        return Err(format!("duration {s:?} is zero"));
+    }
+    if ns >= u64::MAX as f64 {
+        return Err(format!("duration {s:?} is too large (at most {} s)", u64::MAX / 1_000_000_000));
+    }
+    Ok(Duration::from_nanos(ns as u64))
+}
+
 fn list(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect()
 }
@@ -155,10 +185,46 @@ pub(crate) fn checked_stack_size(bytes: usize) -> Result<usize, Error> {
     Ok(bytes.max(MIN_STACK_SIZE).div_ceil(page) * page)
 }
 
+/// The preemption signal of the frozen configuration, or the default one
+/// while the configuration is not frozen yet. Never freezes it (libc calls
+/// made by start-up code must not fix the configuration before the program
+/// installs its own) and reads no environment (async-signal-safe).
+pub(crate) fn signal_if_known() -> i32 {
+    match CONFIG.get() {
+        Some(Ok(c)) => c.signal,
+        Some(Err(_)) => 0,
+        None => libc::SIGRTMAX() - 3,
+    }
+}
+
 /// The frozen process configuration (read from the environment on first use).
 pub fn current() -> Result<&'static Config, Error> {
     CONFIG
         .get_or_init(|| Config::from_env().map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|e| Error::Config(e.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
+        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration(" 2s "), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("800ns"), Ok(Duration::from_nanos(800)));
+        assert_eq!(parse_duration("7\u{b5}s"), Ok(Duration::from_micros(7)));
+        for bad in ["", "us", "100", "0us", "0.0001ns", "1.2.3ms", ".5ms", "5.ms", "-5ms", "5 minutes", "1e3us", "99999999999999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64K"), Some(65536));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("x"), None);
+    }
 }

@@ -48,7 +48,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use config::{Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use config::{parse_duration, Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
 pub use stats::{reset_stats, stats, Stats};
 

@@ -22,11 +22,16 @@ const ALT_SIZE: usize = 64 * 1024;
 
 /// Installs the SIGSEGV handler (process-wide, once).
 pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
+    // Through libc's own sigaction: ours would wrap the handler as the
+    // program's.
+    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+        return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
+    };
     // SAFETY: querying/installing a sigaction with valid pointers; on_segv is
     // async-signal-safe (write(2), reads of thread-local cells).
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
+        if sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
         if old.sa_sigaction == on_segv as *const () as usize {
@@ -39,7 +44,7 @@ pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaddset(&mut sa.sa_mask, preempt_signal);
-        if libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) != 0 {
+        if sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
     }

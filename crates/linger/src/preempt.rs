@@ -51,11 +51,14 @@ const RETRIES_BEFORE_BACKOFF: u32 = 32;
 
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
-    // SAFETY: querying and installing a sigaction with valid pointers; the
-    // handler is async-signal-safe by construction (see on_timer).
+    // Through libc's own sigaction: ours keeps the program off this signal.
+    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+        return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
+    };
+    // SAFETY: querying a sigaction with valid pointers.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(signo, std::ptr::null(), &mut old) != 0 {
+        if sigaction(signo, std::ptr::null(), &mut old) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
         if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != on_timer as *const () as usize {
@@ -63,6 +66,27 @@ pub(crate) fn install(signo: i32) -> Result<(), Error> {
                 "signal {signo} already has a handler; pick another with LINGER_SIGNAL"
             )));
         }
+    }
+    set_handler(signo)?;
+    // SAFETY: plain sigset manipulation on a local.
+    unsafe {
+        // The thread that launches may have inherited a mask blocking it.
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+/// Points the signal at our handler (again, after a failed exec reset it).
+pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
+    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+        return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
+    };
+    // SAFETY: installing a sigaction with valid pointers; the handler is
+    // async-signal-safe by construction (see on_timer).
+    unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_timer as *const () as usize;
         // SA_RESTART: blocking calls continue transparently after a resume.
@@ -71,16 +95,46 @@ pub(crate) fn install(signo: i32) -> Result<(), Error> {
         // is one-shot and disarmed while the handler runs.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_NODEFER;
         libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(signo, &sa, std::ptr::null_mut()) != 0 {
+        if sigaction(signo, &sa, std::ptr::null_mut()) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
-        // The thread that launches may have inherited a mask blocking it.
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, signo);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
     Ok(())
+}
+
+/// Called by the trampoline of a program's own signal handler: if the signal
+/// interrupted code that must not be preempted, the handler runs as a
+/// no-preemption scope (it is part of that code's execution). Returns true
+/// if it opened a scope, to be closed with [`leave_handler_scope`].
+/// Async-signal-safe.
+pub(crate) fn enter_handler_scope(uc: *const libc::ucontext_t) -> bool {
+    let ts = ts();
+    if ts.current.get().is_null() || uc.is_null() || ts.defer.get() > 0 {
+        return false; // not preemptible, or already deferred
+    }
+    // SAFETY: the kernel passes a valid ucontext to SA_SIGINFO handlers.
+    let pc = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] } as usize;
+    match ranges::table() {
+        Some(t) if !t.must_defer(pc) => false,
+        _ => {
+            ts.defer.set(ts.defer.get() + 1);
+            true
+        }
+    }
+}
+
+/// Closes the scope of [`enter_handler_scope`]. A deadline that passed
+/// meanwhile is not taken here (the interrupted code is still below us on
+/// the stack): the timer retries shortly after the handler returns.
+pub(crate) fn leave_handler_scope() {
+    let ts = ts();
+    let d = ts.defer.get().saturating_sub(1);
+    compiler_fence(Ordering::SeqCst);
+    ts.defer.set(d);
+    if d == 0 && ts.pending.get() {
+        ts.pending.set(false);
+        let _ = timer::arm(ts, now_ns() + min_delay(ts));
+    }
 }
 
 /// Makes sure this thread does not block the preemption signal.

@@ -99,6 +99,9 @@ pub(crate) struct ThreadState {
     /// Entries into the preemption handler on this thread (lets interposed
     /// calls tell our EINTRs from the program's).
     pub signals: Cell<u64>,
+    /// Entries into the program's own signal handlers on this thread
+    /// (counted by the trampoline of `interpose::signals`).
+    pub user_signals: Cell<u64>,
     pub stats: StatCells,
 }
 
@@ -116,6 +119,7 @@ thread_local! {
             timer: Cell::new(-1),
             id: Cell::new(0),
             signals: Cell::new(0),
+            user_signals: Cell::new(0),
             stats: StatCells::new(),
         }
     };

@@ -20,11 +20,34 @@ struct TimerOwner(Cell<i32>);
 impl Drop for TimerOwner {
     fn drop(&mut self) {
         let id = self.0.get();
-        if id >= 0 {
-            // SAFETY: deleting our own kernel timer id; no memory involved.
-            unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
+        if id < 0 {
+            return;
         }
+        // The main thread's thread-local destructors run inside `exit()`,
+        // before the atexit handlers, and those may still run inside a
+        // preemptible function (a program that calls exit() from main under
+        // linger-run): its timer stays until the process ends.
+        // SAFETY: getpid/gettid have no preconditions.
+        if unsafe { libc::gettid() == libc::getpid() } {
+            return;
+        }
+        // SAFETY: deleting our own kernel timer id; no memory involved.
+        unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+        // The id may be reused by the next timer anyone creates: forget it.
+        let ts = crate::thread::ts();
+        ts.timer.set(-1);
+        ts.armed.set(NEVER);
     }
+}
+
+/// Threads of this process that own a timer (so may receive the preemption
+/// signal at any moment).
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Number of threads that own a preemption timer.
+pub(crate) fn live_timers() -> usize {
+    LIVE.load(Ordering::Relaxed)
 }
 
 thread_local! {
@@ -57,7 +80,8 @@ extern "C" fn after_fork_in_child() {
     }
     ts.timer.set(-1);
     ts.armed.set(NEVER);
-    OWNER.with(|o| o.0.set(-1));
+    LIVE.store(0, Ordering::Relaxed); // only this thread exists in the child
+    let _ = OWNER.try_with(|o| o.0.set(-1));
     if ensure(ts, SIGNO.load(std::sync::atomic::Ordering::Relaxed)).is_err() {
         return; // later launches report the error
     }
@@ -92,9 +116,34 @@ pub(crate) fn ensure(ts: &ThreadState, signo: i32) -> io::Result<()> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    OWNER.with(|o| o.0.set(id));
+    // A thread whose destructors already ran (a timer created during exit)
+    // keeps its timer until the process ends.
+    let _ = OWNER.try_with(|o| o.0.set(id));
+    LIVE.fetch_add(1, Ordering::Relaxed);
     ts.timer.set(id);
     Ok(())
+}
+
+/// Stops this thread's timer (before an exec). Async-signal-safe.
+pub(crate) fn disarm(ts: &ThreadState) {
+    ts.armed.set(NEVER);
+    if ts.timer.get() < 0 {
+        return;
+    }
+    let zero = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+    };
+    // SAFETY: our own timer id; a zero value disarms it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            ts.timer.get() as libc::c_long,
+            0 as libc::c_long,
+            &zero as *const libc::itimerspec,
+            std::ptr::null_mut::<libc::itimerspec>(),
+        )
+    };
 }
 
 /// Makes sure the timer fires no later than `deadline` (absolute monotonic

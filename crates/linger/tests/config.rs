@@ -58,9 +58,30 @@ fn config_cases() {
             println!("CASE-OK");
             return;
         }
-        Some("signal-taken") => {
+        Some("signal-shadowed") => {
+            // Through libc's API the program only changes a shadow of the
+            // preemption signal's disposition: preemption keeps working.
             extern "C" fn other(_: libc::c_int) {}
-            unsafe { libc::signal(libc::SIGRTMAX() - 3, other as *const () as libc::sighandler_t) };
+            let h = other as *const () as libc::sighandler_t;
+            unsafe { libc::signal(libc::SIGRTMAX() - 3, h) };
+            let mut l = launch(|| -> () { loop { std::hint::black_box(0u8); } }, Duration::from_millis(2)).unwrap();
+            assert!(l.is_continuation());
+            assert_eq!(l.cancel(), linger::Cancelled::Reclaimed);
+            let mut q: libc::sigaction = unsafe { std::mem::zeroed() };
+            unsafe { libc::sigaction(libc::SIGRTMAX() - 3, std::ptr::null(), &mut q) };
+            assert_eq!(q.sa_sigaction, h, "the query reports the program's own handler");
+            println!("CASE-OK");
+            return;
+        }
+        Some("signal-taken") => {
+            // Behind libc's back (a raw system call) the signal really is
+            // taken: the launch reports it instead of fighting over it.
+            extern "C" fn other(_: libc::c_int) {}
+            let mut sa: [u64; 4] = [other as *const () as u64, 0x0400_0000 /* SA_RESTORER */, 0, 0];
+            extern "C" fn restorer() {}
+            sa[2] = restorer as *const () as u64;
+            let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, libc::SIGRTMAX() - 3, sa.as_ptr(), 0usize, 8usize) };
+            assert_eq!(r, 0);
             let e = launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Config(_)), "{e}");
             println!("CASE-OK {e}");
@@ -86,6 +107,7 @@ fn config_cases() {
     assert!(out.contains("CASE-OK") && out.contains("LINGER_STACK_SIZE"), "{out}");
     let sig = (libc::SIGRTMIN() + 4).to_string();
     assert!(run_case("custom", &[("LINGER_SIGNAL", &sig), ("LINGER_STACK_SIZE", "128K")]).contains("CASE-OK"));
+    assert!(run_case("signal-shadowed", &[]).contains("CASE-OK"));
     let out = run_case("signal-taken", &[]);
     assert!(out.contains("CASE-OK") && out.contains("already has a handler"), "{out}");
     assert!(run_case("builder", &[]).contains("CASE-OK"));

@@ -1,0 +1,412 @@
+//! The signal API, hardened so that a program cannot break its own
+//! preemption, and so that its own signals stay visible.
+//!
+//! - The preemption signal is ours. `sigaction`, `signal` and friends on it
+//!   succeed but only change a *shadow* disposition that later queries
+//!   report back; masks (`sigprocmask`, `pthread_sigmask`, the `sa_mask` of
+//!   other handlers, `sigsuspend`/`pselect`/`ppoll`/`epoll_pwait` masks) and
+//!   sets (`sigwait*`, `signalfd`) silently lose it. A program that blocks
+//!   everything before a long computation therefore stays preemptible, and one
+//!   that resets every signal to SIG_DFL in a loop (shells, test harnesses)
+//!   does not kill itself at the next deadline.
+//! - Every handler the program installs runs through a trampoline that
+//!   counts it (so wrappers can tell the program's EINTRs from ours), and
+//!   that makes the handler a no-preemption scope when it interrupted code
+//!   that must not be preempted (libc, say): the handler is then an extension
+//!   of that code, and stopping it there would leave libc's locks held while
+//!   the caller runs. `sigaction` queries report the program's own handler.
+//!
+//! Calls that bypass libc (raw `syscall(SYS_rt_sigaction, ...)`) are out of
+//! reach; `docs/safety.md` lists them.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+use libc::{c_int, c_void, sighandler_t, sigset_t};
+
+use super::{real, set_errno};
+use crate::thread::ts;
+
+type SigactionFn = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+type SigmaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
+type SignalfdFn = unsafe extern "C" fn(c_int, *const sigset_t, c_int) -> c_int;
+type SigsetFn = unsafe extern "C" fn(c_int, sighandler_t) -> sighandler_t;
+type SigOneFn = unsafe extern "C" fn(c_int) -> c_int;
+
+pub(crate) fn real_sigaction() -> Option<SigactionFn> {
+    real!("sigaction", SigactionFn)
+}
+pub(crate) fn real_pthread_sigmask() -> Option<SigmaskFn> {
+    real!("pthread_sigmask", SigmaskFn)
+}
+fn real_sigprocmask() -> Option<SigmaskFn> {
+    real!("sigprocmask", SigmaskFn)
+}
+fn real_signalfd() -> Option<SignalfdFn> {
+    real!("signalfd", SignalfdFn)
+}
+fn real_sigset() -> Option<SigsetFn> {
+    real!("sigset", SigsetFn)
+}
+fn real_sighold() -> Option<SigOneFn> {
+    real!("sighold", SigOneFn)
+}
+fn real_sigrelse() -> Option<SigOneFn> {
+    real!("sigrelse", SigOneFn)
+}
+fn real_sigignore() -> Option<SigOneFn> {
+    real!("sigignore", SigOneFn)
+}
+
+pub(crate) fn prepare() {
+    let _ = (real_sigaction(), real_pthread_sigmask(), real_sigprocmask(), real_signalfd());
+    let _ = (real_sigset(), real_sighold(), real_sigrelse(), real_sigignore());
+}
+
+/// Signal numbers 1..NSIG (glibc's _NSIG is 65 on Linux).
+const NSIG: usize = 65;
+
+/// The program's handler and flags for each signal whose kernel handler is
+/// our trampoline.
+static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
+static FLAGS: [AtomicI32; NSIG] = [const { AtomicI32::new(0) }; NSIG];
+/// Signals marked with `siginterrupt(sig, 1)`: `signal()` installs them
+/// without SA_RESTART, as glibc does.
+static INTERRUPT: AtomicU64 = AtomicU64::new(0);
+
+/// The disposition the program believes the preemption signal has. Atomics,
+/// not a lock: `sigaction` is async-signal-safe and may be called from a
+/// handler that interrupted another `sigaction`.
+static SHADOW_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static SHADOW_FLAGS: AtomicI32 = AtomicI32::new(0);
+static SHADOW_MASK: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+/// The preemption signal, reserved even before the runtime starts (so that a
+/// program cannot take it first): until the configuration is frozen, the
+/// default one.
+pub(crate) fn preemption_signal() -> c_int {
+    let s = crate::timer::signal();
+    if s != 0 {
+        return s;
+    }
+    crate::config::signal_if_known()
+}
+
+fn is_function(h: sighandler_t) -> bool {
+    h != libc::SIG_DFL && h != libc::SIG_IGN && h != libc::SIG_ERR
+}
+
+/// `set` without the preemption signal, if it contained it.
+pub(crate) fn strip(set: *const sigset_t) -> Option<sigset_t> {
+    let signo = preemption_signal();
+    if signo == 0 || set.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and, per the caller's contract, a valid sigset.
+    let mut copy = unsafe { *set };
+    // SAFETY: valid set and signal number.
+    (unsafe { libc::sigismember(&copy, signo) } == 1).then(|| {
+        // SAFETY: as above.
+        unsafe { libc::sigdelset(&mut copy, signo) };
+        copy
+    })
+}
+
+/// Calls `f` with `set` or, if it holds the preemption signal, a copy without.
+pub(crate) fn with_stripped<R>(set: *const sigset_t, f: impl FnOnce(*const sigset_t) -> R) -> R {
+    match strip(set) {
+        Some(copy) => f(&copy),
+        None => f(set),
+    }
+}
+
+fn shadow_get() -> libc::sigaction {
+    // SAFETY: an all-zero sigaction is a valid value of this plain C struct.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = SHADOW_HANDLER.load(Ordering::Relaxed);
+    sa.sa_flags = SHADOW_FLAGS.load(Ordering::Relaxed);
+    // SAFETY: sigset_t is 16 u64 words on x86_64 Linux.
+    let words: &mut [u64; 16] = unsafe { &mut *(&mut sa.sa_mask as *mut sigset_t as *mut [u64; 16]) };
+    for (w, s) in words.iter_mut().zip(&SHADOW_MASK) {
+        *w = s.load(Ordering::Relaxed);
+    }
+    sa
+}
+
+fn shadow_set(sa: &libc::sigaction) {
+    SHADOW_HANDLER.store(sa.sa_sigaction, Ordering::Relaxed);
+    SHADOW_FLAGS.store(sa.sa_flags, Ordering::Relaxed);
+    // SAFETY: as in shadow_get.
+    let words: &[u64; 16] = unsafe { &*(&sa.sa_mask as *const sigset_t as *const [u64; 16]) };
+    for (w, s) in words.iter().zip(&SHADOW_MASK) {
+        s.store(*w, Ordering::Relaxed);
+    }
+}
+
+/// The disposition an exec'd image should inherit for the preemption signal:
+/// ignored if the program asked for that, default otherwise.
+pub(crate) fn shadow_ignored() -> bool {
+    SHADOW_HANDLER.load(Ordering::Relaxed) == libc::SIG_IGN
+}
+
+/// Runs the program's handler for `sig`.
+extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
+    let t = ts();
+    t.user_signals.set(t.user_signals.get() + 1);
+    let idx = sig as usize;
+    if idx >= NSIG {
+        return;
+    }
+    let h = HANDLERS[idx].load(Ordering::Relaxed);
+    if !is_function(h) {
+        return; // changed under us; nothing to run
+    }
+    let scoped = crate::preempt::enter_handler_scope(uc as *const libc::ucontext_t);
+    if FLAGS[idx].load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+        // SAFETY: the program installed this as an SA_SIGINFO handler.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
+        f(sig, info, uc);
+    } else {
+        // SAFETY: the program installed this as a plain handler.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
+    }
+    if scoped {
+        crate::preempt::leave_handler_scope();
+    }
+}
+
+/// # Safety
+/// Same contract as POSIX `sigaction`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+    let Some(real) = real_sigaction() else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    if sig == preemption_signal() && sig != 0 {
+        // SAFETY: non-null pointers are valid per the caller's contract.
+        unsafe {
+            if let Some(o) = old.as_mut() {
+                *o = shadow_get();
+            }
+            if let Some(a) = act.as_ref() {
+                shadow_set(a);
+            }
+        }
+        return 0;
+    }
+    if sig <= 0 || sig as usize >= NSIG {
+        // SAFETY: forwarded verbatim; libc reports EINVAL.
+        return unsafe { real(sig, act, old) };
+    }
+    let idx = sig as usize;
+    let (prev_h, prev_f) = (HANDLERS[idx].load(Ordering::Relaxed), FLAGS[idx].load(Ordering::Relaxed));
+    // SAFETY: non-null `act` is valid per the caller's contract.
+    let mut mine = unsafe { act.as_ref() }.copied();
+    if let Some(m) = mine.as_mut() {
+        if let Some(stripped) = strip(&m.sa_mask) {
+            m.sa_mask = stripped;
+        }
+        if is_function(m.sa_sigaction) {
+            HANDLERS[idx].store(m.sa_sigaction, Ordering::Relaxed);
+            FLAGS[idx].store(m.sa_flags, Ordering::Relaxed);
+            m.sa_sigaction = trampoline as *const () as usize;
+            m.sa_flags |= libc::SA_SIGINFO;
+        }
+    }
+    let act2 = mine.as_ref().map_or(std::ptr::null(), |m| m as *const libc::sigaction);
+    // SAFETY: forwarded with our (valid) copy of the action.
+    let r = unsafe { real(sig, act2, old) };
+    if r != 0 {
+        HANDLERS[idx].store(prev_h, Ordering::Relaxed);
+        FLAGS[idx].store(prev_f, Ordering::Relaxed);
+        return r;
+    }
+    // SAFETY: non-null `old` was just filled in by libc.
+    if let Some(o) = unsafe { old.as_mut() } {
+        if o.sa_sigaction == trampoline as *const () as usize {
+            o.sa_sigaction = prev_h;
+            o.sa_flags = (o.sa_flags & !libc::SA_SIGINFO) | (prev_f & libc::SA_SIGINFO);
+        }
+    }
+    0
+}
+
+/// `signal()` with glibc's BSD semantics (handler stays installed, calls are
+/// restarted unless `siginterrupt` said otherwise, the signal is blocked in
+/// its own handler).
+fn bsd_signal_impl(sig: c_int, h: sighandler_t, flags: c_int, self_mask: bool) -> sighandler_t {
+    // SAFETY: an all-zero sigaction is a valid value of this plain C struct.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = h;
+    sa.sa_flags = flags;
+    // SAFETY: local sigset manipulation.
+    unsafe {
+        libc::sigemptyset(&mut sa.sa_mask);
+        if self_mask && sig > 0 && (sig as usize) < NSIG {
+            libc::sigaddset(&mut sa.sa_mask, sig);
+        }
+    }
+    // SAFETY: an all-zero sigaction is a valid out value.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers.
+    if unsafe { sigaction(sig, &sa, &mut old) } != 0 {
+        return libc::SIG_ERR;
+    }
+    old.sa_sigaction
+}
+
+fn restart_flag(sig: c_int) -> c_int {
+    let interrupt = (1..64).contains(&sig) && INTERRUPT.load(Ordering::Relaxed) & (1u64 << sig) != 0;
+    if interrupt {
+        0
+    } else {
+        libc::SA_RESTART
+    }
+}
+
+/// # Safety
+/// Same contract as C `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    bsd_signal_impl(sig, h, restart_flag(sig), true)
+}
+
+/// # Safety
+/// Same contract as `bsd_signal`.
+#[no_mangle]
+pub unsafe extern "C" fn bsd_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    bsd_signal_impl(sig, h, restart_flag(sig), true)
+}
+
+/// # Safety
+/// Same contract as glibc `sysv_signal` (what `signal` means under strict
+/// ISO C compilation): one-shot handler, not blocked in itself, no restart.
+#[no_mangle]
+pub unsafe extern "C" fn sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    bsd_signal_impl(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+}
+
+/// # Safety
+/// As `sysv_signal` (the name `signal` binds to with `-std=c99`).
+#[no_mangle]
+pub unsafe extern "C" fn __sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    bsd_signal_impl(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+}
+
+/// # Safety
+/// Same contract as POSIX `siginterrupt`.
+#[no_mangle]
+pub unsafe extern "C" fn siginterrupt(sig: c_int, flag: c_int) -> c_int {
+    if sig <= 0 || sig as usize >= NSIG {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    if sig < 64 {
+        if flag != 0 {
+            INTERRUPT.fetch_or(1u64 << sig, Ordering::Relaxed);
+        } else {
+            INTERRUPT.fetch_and(!(1u64 << sig), Ordering::Relaxed);
+        }
+    }
+    // SAFETY: all-zero sigactions are valid values; valid pointers.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        if sigaction(sig, std::ptr::null(), &mut sa) != 0 {
+            return -1;
+        }
+        if flag != 0 {
+            sa.sa_flags &= !libc::SA_RESTART;
+        } else {
+            sa.sa_flags |= libc::SA_RESTART;
+        }
+        sigaction(sig, &sa, std::ptr::null_mut())
+    }
+}
+
+/// # Safety
+/// Same contract as System V `sigset`.
+#[no_mangle]
+pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
+    const SIG_HOLD: sighandler_t = 2;
+    if sig == preemption_signal() && sig != 0 {
+        let prev = SHADOW_HANDLER.load(Ordering::Relaxed);
+        if h != SIG_HOLD {
+            SHADOW_HANDLER.store(h, Ordering::Relaxed);
+        }
+        return prev;
+    }
+    let Some(real) = real_sigset() else { return libc::SIG_ERR };
+    // SAFETY: forwarded verbatim (its handler is not counted: sigset is
+    // obsolete and installs it from inside libc).
+    unsafe { real(sig, h) }
+}
+
+macro_rules! obsolete_one {
+    ($name:ident, $real:ident, $on_ours:expr) => {
+        /// # Safety
+        /// Same contract as the System V function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(sig: c_int) -> c_int {
+            if sig == preemption_signal() && sig != 0 {
+                $on_ours;
+                return 0;
+            }
+            let Some(real) = $real() else {
+                set_errno(libc::ENOSYS);
+                return -1;
+            };
+            // SAFETY: forwarded verbatim.
+            unsafe { real(sig) }
+        }
+    };
+}
+
+obsolete_one!(sighold, real_sighold, ());
+obsolete_one!(sigrelse, real_sigrelse, ());
+obsolete_one!(sigignore, real_sigignore, SHADOW_HANDLER.store(libc::SIG_IGN, Ordering::Relaxed));
+
+/// The set the program asked to block, minus the preemption signal: a thread
+/// that blocks every signal (common before spawning helper threads) would
+/// otherwise never be preempted again, and a launch with a timeout would not
+/// return.
+fn mask_call(real: SigmaskFn, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    if how == libc::SIG_BLOCK || how == libc::SIG_SETMASK {
+        // SAFETY: forwarded with the caller's set or a valid local copy.
+        with_stripped(set, |s| unsafe { real(how, s, old) })
+    } else {
+        // SAFETY: forwarded verbatim.
+        unsafe { real(how, set, old) }
+    }
+}
+
+/// # Safety
+/// Same contract as POSIX `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let Some(real) = real_pthread_sigmask() else { return libc::ENOSYS };
+    mask_call(real, how, set, old)
+}
+
+/// # Safety
+/// Same contract as POSIX `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let Some(real) = real_sigprocmask() else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    mask_call(real, how, set, old)
+}
+
+/// # Safety
+/// Same contract as Linux `signalfd`.
+#[no_mangle]
+pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const sigset_t, flags: c_int) -> c_int {
+    let Some(real) = real_signalfd() else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY: forwarded with the caller's set or a valid local copy.
+    with_stripped(mask, |m| unsafe { real(fd, m, flags) })
+}

@@ -1,0 +1,305 @@
+//! Calls that wait: I/O multiplexing (`poll`, `ppoll`, `select`, `pselect`,
+//! `epoll_wait`, `epoll_pwait`, `epoll_pwait2`) and waiting for signals
+//! (`pause`, `sigsuspend`, `sigwait`, `sigwaitinfo`, `sigtimedwait`).
+//!
+//! The kernel never restarts any of them after a handler, whatever
+//! SA_RESTART says. After a preemption we call again with what is left of the
+//! timeout (so the total wait is the one asked for); the program's own
+//! signals still end the wait with EINTR. Signal masks passed to them and
+//! signal sets waited for lose the preemption signal (see [`super::signals`]).
+
+use libc::{c_int, sigset_t, timespec};
+
+use super::signals::with_stripped;
+use super::{or_enosys, blocking, errno, in_function, real, set_errno, valid_timeout, Deadline, Mark};
+
+type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
+type PpollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const timespec, *const sigset_t) -> c_int;
+type SelectFn =
+    unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int;
+type PselectFn = unsafe extern "C" fn(
+    c_int,
+    *mut libc::fd_set,
+    *mut libc::fd_set,
+    *mut libc::fd_set,
+    *const timespec,
+    *const sigset_t,
+) -> c_int;
+type EpollWaitFn = unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int;
+type EpollPwaitFn = unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const sigset_t) -> c_int;
+type EpollPwait2Fn =
+    unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, *const timespec, *const sigset_t) -> c_int;
+type PauseFn = unsafe extern "C" fn() -> c_int;
+type SigsuspendFn = unsafe extern "C" fn(*const sigset_t) -> c_int;
+type SigwaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_int) -> c_int;
+type SigwaitinfoFn = unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t) -> c_int;
+type SigtimedwaitFn = unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int;
+
+fn real_poll() -> Option<PollFn> {
+    real!("poll", PollFn)
+}
+fn real_ppoll() -> Option<PpollFn> {
+    real!("ppoll", PpollFn)
+}
+fn real_select() -> Option<SelectFn> {
+    real!("select", SelectFn)
+}
+fn real_pselect() -> Option<PselectFn> {
+    real!("pselect", PselectFn)
+}
+fn real_epoll_wait() -> Option<EpollWaitFn> {
+    real!("epoll_wait", EpollWaitFn)
+}
+fn real_epoll_pwait() -> Option<EpollPwaitFn> {
+    real!("epoll_pwait", EpollPwaitFn)
+}
+fn real_epoll_pwait2() -> Option<EpollPwait2Fn> {
+    real!("epoll_pwait2", EpollPwait2Fn)
+}
+fn real_pause() -> Option<PauseFn> {
+    real!("pause", PauseFn)
+}
+fn real_sigsuspend() -> Option<SigsuspendFn> {
+    real!("sigsuspend", SigsuspendFn)
+}
+fn real_sigwait() -> Option<SigwaitFn> {
+    real!("sigwait", SigwaitFn)
+}
+fn real_sigwaitinfo() -> Option<SigwaitinfoFn> {
+    real!("sigwaitinfo", SigwaitinfoFn)
+}
+fn real_sigtimedwait() -> Option<SigtimedwaitFn> {
+    real!("sigtimedwait", SigtimedwaitFn)
+}
+
+pub(crate) fn prepare() {
+    let _ = (real_poll(), real_ppoll(), real_select(), real_pselect(), real_epoll_wait(), real_epoll_pwait());
+    let _ = (real_epoll_pwait2(), real_pause(), real_sigsuspend(), real_sigwait(), real_sigwaitinfo());
+    let _ = real_sigtimedwait();
+}
+
+/// Calls `f` (given what is left of the timeout, if any) until it ends for
+/// any reason but an EINTR caused by preemption alone.
+fn until(deadline: Option<Deadline>, mut f: impl FnMut(Option<&Deadline>) -> c_int) -> c_int {
+    loop {
+        let m = Mark::now();
+        let r = blocking(|| f(deadline.as_ref()));
+        if r == -1 && errno() == libc::EINTR && m.preempted_only() {
+            continue;
+        }
+        return r;
+    }
+}
+
+/// The deadline of a relative timespec timeout, if there is a valid one.
+fn timespec_deadline(t: *const timespec) -> Option<Deadline> {
+    // SAFETY: non-null timeouts are readable per the caller's contract.
+    let t = unsafe { t.as_ref() }?;
+    valid_timeout(t).then(|| Deadline::after(t))
+}
+
+/// The timeout to pass on this attempt: what is left, or the caller's own
+/// (null, or invalid so that libc reports it).
+fn left_or(d: Option<&Deadline>, orig: *const timespec, buf: &mut timespec) -> *const timespec {
+    match d {
+        Some(d) => {
+            *buf = d.remaining();
+            buf
+        }
+        None => orig,
+    }
+}
+
+/// # Safety
+/// Same contract as POSIX `poll`.
+#[no_mangle]
+pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
+    let real = or_enosys!(real_poll());
+    if !in_function() {
+        // SAFETY: forwarded verbatim.
+        return unsafe { real(fds, n, timeout) };
+    }
+    let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
+    // SAFETY: the caller's descriptors, with what is left of the timeout.
+    until(deadline, |d| unsafe { real(fds, n, d.map_or(timeout, Deadline::remaining_ms)) })
+}
+
+/// # Safety
+/// Same contract as Linux `ppoll`.
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    let real = or_enosys!(real_ppoll());
+    let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    with_stripped(mask, |mask| {
+        let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the caller's descriptors, with what is left of the timeout.
+        until(deadline, |d| unsafe { real(fds, n, left_or(d, timeout, &mut buf), mask) })
+    })
+}
+
+/// # Safety
+/// Same contract as POSIX `select`. Like Linux, leaves the time not slept
+/// in `*timeout`.
+#[no_mangle]
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *mut libc::timeval,
+) -> c_int {
+    let real = or_enosys!(real_select());
+    // SAFETY: non-null timeouts are readable per the caller's contract.
+    let deadline = match unsafe { timeout.as_ref() } {
+        Some(t) if in_function() && t.tv_sec >= 0 && (0..1_000_000).contains(&t.tv_usec) => {
+            Some(Deadline::after(&timespec { tv_sec: t.tv_sec, tv_nsec: t.tv_usec * 1000 }))
+        }
+        _ => None,
+    };
+    // Linux leaves the descriptor sets alone when it fails with EINTR, so
+    // they can be passed again as they are.
+    until(deadline, |d| {
+        if let Some(d) = d {
+            let left = d.remaining();
+            // Rounded up to whole microseconds, so a retry never ends early.
+            let us = (left.tv_nsec + 999) / 1000;
+            let tv = if us >= 1_000_000 {
+                libc::timeval { tv_sec: left.tv_sec + 1, tv_usec: 0 }
+            } else {
+                libc::timeval { tv_sec: left.tv_sec, tv_usec: us }
+            };
+            // SAFETY: the caller's writable timeout (non-null: we have a deadline).
+            unsafe { *timeout = tv };
+        }
+        // SAFETY: the caller's sets and timeout.
+        unsafe { real(n, r, w, e, timeout) }
+    })
+}
+
+/// # Safety
+/// Same contract as POSIX `pselect`.
+#[no_mangle]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    let real = or_enosys!(real_pselect());
+    let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    with_stripped(mask, |mask| {
+        let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the caller's sets, with what is left of the timeout.
+        until(deadline, |d| unsafe { real(n, r, w, e, left_or(d, timeout, &mut buf), mask) })
+    })
+}
+
+/// # Safety
+/// Same contract as Linux `epoll_wait`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
+    let real = or_enosys!(real_epoll_wait());
+    if !in_function() {
+        // SAFETY: forwarded verbatim.
+        return unsafe { real(ep, ev, max, timeout) };
+    }
+    let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
+    // SAFETY: the caller's buffer, with what is left of the timeout.
+    until(deadline, |d| unsafe { real(ep, ev, max, d.map_or(timeout, Deadline::remaining_ms)) })
+}
+
+/// # Safety
+/// Same contract as Linux `epoll_pwait`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait(
+    ep: c_int,
+    ev: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const sigset_t,
+) -> c_int {
+    let real = or_enosys!(real_epoll_pwait());
+    let deadline = (timeout > 0 && in_function()).then(|| Deadline::after_ms(timeout));
+    with_stripped(mask, |mask| {
+        // SAFETY: the caller's buffer, with what is left of the timeout.
+        until(deadline, |d| unsafe { real(ep, ev, max, d.map_or(timeout, Deadline::remaining_ms), mask) })
+    })
+}
+
+/// # Safety
+/// Same contract as Linux `epoll_pwait2`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    ep: c_int,
+    ev: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    let real = or_enosys!(real_epoll_pwait2());
+    let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    with_stripped(mask, |mask| {
+        let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the caller's buffer, with what is left of the timeout.
+        until(deadline, |d| unsafe { real(ep, ev, max, left_or(d, timeout, &mut buf), mask) })
+    })
+}
+
+/// # Safety
+/// Same contract as POSIX `pause`: returns only after one of the program's
+/// own handlers ran.
+#[no_mangle]
+pub unsafe extern "C" fn pause() -> c_int {
+    let real = or_enosys!(real_pause());
+    // SAFETY: no arguments.
+    until(None, |_| unsafe { real() })
+}
+
+/// # Safety
+/// Same contract as POSIX `sigsuspend`. The preemption signal is never
+/// blocked during the wait; a preemption re-enters the wait (with the
+/// program's signals blocked again in between, so none is lost).
+#[no_mangle]
+pub unsafe extern "C" fn sigsuspend(mask: *const sigset_t) -> c_int {
+    let real = or_enosys!(real_sigsuspend());
+    // SAFETY: forwarded with the caller's set or a valid local copy.
+    with_stripped(mask, |mask| until(None, |_| unsafe { real(mask) }))
+}
+
+/// # Safety
+/// Same contract as POSIX `sigwait` (which waits through EINTR itself).
+#[no_mangle]
+pub unsafe extern "C" fn sigwait(set: *const sigset_t, sig: *mut c_int) -> c_int {
+    let Some(real) = real_sigwait() else { return libc::ENOSYS };
+    // SAFETY: forwarded with the caller's set or a valid local copy.
+    with_stripped(set, |set| unsafe { real(set, sig) })
+}
+
+/// # Safety
+/// Same contract as POSIX `sigwaitinfo`.
+#[no_mangle]
+pub unsafe extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut libc::siginfo_t) -> c_int {
+    let real = or_enosys!(real_sigwaitinfo());
+    // SAFETY: forwarded with the caller's set or a valid local copy.
+    with_stripped(set, |set| until(None, |_| unsafe { real(set, info) }))
+}
+
+/// # Safety
+/// Same contract as POSIX `sigtimedwait`.
+#[no_mangle]
+pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::siginfo_t, timeout: *const timespec) -> c_int {
+    let real = or_enosys!(real_sigtimedwait());
+    let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    with_stripped(set, |set| {
+        let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the caller's set and buffer, with what is left of the timeout.
+        until(deadline, |d| unsafe { real(set, info, left_or(d, timeout, &mut buf)) })
+    })
+}
