@@ -1,0 +1,143 @@
+//! What the environment asks of us, read once before `main`, and the removal
+//! of our variables so that the program (and its children) see the
+//! environment they would have had without linger-run.
+
+use std::ffi::{CStr, OsString};
+use std::time::Duration;
+
+/// The library's file name: how we find ourselves in `LD_PRELOAD`.
+pub(crate) const LIB_NAME: &str = "liblinger_run.so";
+
+/// Variables the `linger-run` command (or the user) sets for us.
+pub(crate) const SLICE_VAR: &str = "LINGER_RUN_SLICE";
+pub(crate) const STATS_VAR: &str = "LINGER_RUN_STATS";
+pub(crate) const CHILDREN_VAR: &str = "LINGER_RUN_CHILDREN";
+pub(crate) const STACK_VAR: &str = "LINGER_RUN_STACK";
+
+/// Where `--stats` goes.
+pub(crate) enum StatsTo {
+    Stderr,
+    File(OsString),
+}
+
+pub(crate) struct Options {
+    /// Slice length; `None` runs `main` with no time limit.
+    pub slice: Option<Duration>,
+    pub stats: Option<StatsTo>,
+    /// Keep our variables so that children (and exec'd images) run under
+    /// linger-run too.
+    pub children: bool,
+    /// Usable stack of `main`'s preemptible function.
+    pub stack_size: usize,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// The stack `main` would have had: the soft `RLIMIT_STACK` (8 MiB by
+/// default), capped at 1 GiB when unlimited or huge. Pages are committed only
+/// when touched, so the reservation costs address space, not memory.
+fn main_stack_size() -> usize {
+    const DEFAULT: usize = 8 << 20;
+    const CAP: usize = 1 << 30;
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut rl) } != 0 {
+        return DEFAULT;
+    }
+    if rl.rlim_cur == libc::RLIM_INFINITY {
+        CAP
+    } else {
+        (rl.rlim_cur as usize).clamp(linger::MIN_STACK_SIZE, CAP)
+    }
+}
+
+impl Options {
+    /// Reads our variables. An invalid value is the user's mistake in
+    /// `LD_PRELOAD` use (the command validates its own): reported, not guessed.
+    pub(crate) fn from_env() -> Result<Options, String> {
+        let slice = match var(SLICE_VAR) {
+            None => None,
+            Some(v) if v.trim().is_empty() || v.trim() == "unlimited" => None,
+            Some(v) => Some(linger::parse_duration(&v).map_err(|e| format!("{SLICE_VAR}: {e}"))?),
+        };
+        let stats = match var(STATS_VAR).as_deref().map(str::trim) {
+            None | Some("") | Some("0") => None,
+            Some("1") | Some("stderr") => Some(StatsTo::Stderr),
+            Some(_) => Some(StatsTo::File(std::env::var_os(STATS_VAR).unwrap_or_default())),
+        };
+        let children = matches!(var(CHILDREN_VAR).as_deref().map(str::trim), Some("1") | Some("yes") | Some("true"));
+        let stack_size = match var(STACK_VAR) {
+            None => main_stack_size(),
+            Some(v) => parse_size(&v).ok_or_else(|| format!("{STACK_VAR}: {v:?} is not a size (such as 8M)"))?,
+        };
+        Ok(Options { slice, stats, children, stack_size })
+    }
+}
+
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1usize << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+/// `LD_PRELOAD` without our library (entries are separated by spaces or
+/// colons), or `None` if nothing else was preloaded.
+pub(crate) fn preload_without_us(v: &str) -> Option<String> {
+    let rest: Vec<&str> = v
+        .split([':', ' '])
+        .filter(|e| !e.is_empty() && !e.rsplit('/').next().is_some_and(|base| base == LIB_NAME))
+        .collect();
+    (!rest.is_empty()).then(|| rest.join(":"))
+}
+
+/// Removes our variables from the environment, before `main` runs and before
+/// any thread of the program exists (so `setenv` is safe here).
+pub(crate) fn scrub_environment() {
+    if let Some(v) = std::env::var_os("LD_PRELOAD") {
+        match preload_without_us(&v.to_string_lossy()) {
+            // SAFETY (of set_var/remove_var): single-threaded, before main.
+            Some(rest) => std::env::set_var("LD_PRELOAD", rest),
+            None => std::env::remove_var("LD_PRELOAD"),
+        }
+    }
+    for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR] {
+        std::env::remove_var(v);
+    }
+}
+
+/// Our own program name for messages: `argv[0]`'s base name.
+pub(crate) fn program_name(argv0: *const libc::c_char) -> String {
+    if argv0.is_null() {
+        return "program".into();
+    }
+    // SAFETY: argv[0] from the kernel's initial stack is NUL-terminated.
+    let s = unsafe { CStr::from_ptr(argv0) }.to_string_lossy();
+    s.rsplit('/').next().unwrap_or("program").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preload_list() {
+        assert_eq!(preload_without_us("/a/b/liblinger_run.so"), None);
+        assert_eq!(preload_without_us("/x/liblinger_run.so:/y/libfoo.so"), Some("/y/libfoo.so".into()));
+        assert_eq!(preload_without_us("libfoo.so /x/liblinger_run.so libbar.so"), Some("libfoo.so:libbar.so".into()));
+        assert_eq!(preload_without_us("/x/notliblinger_run.so"), Some("/x/notliblinger_run.so".into()));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8M"), Some(8 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("nope"), None);
+    }
+}

@@ -1,0 +1,175 @@
+//! The program's entry, interposed: `__libc_start_main` gets our `main`,
+//! which runs the real one inside a preemptible function.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use libc::{c_char, c_int, c_void};
+
+use crate::options::{program_name, scrub_environment, Options, StatsTo};
+
+type Main = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
+type Start = unsafe extern "C" fn(Main, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+
+/// The program's real `main`.
+static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
+/// Where `--stats` goes, and which process prints them (not forked children).
+static STATS: OnceLock<StatsTo> = OnceLock::new();
+static STATS_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Exit status for our own failures (the program never ran), as `timeout(1)` does.
+const OWN_FAILURE: c_int = 125;
+
+fn say(msg: &str) {
+    let line = format!("linger-run: {msg}\n");
+    // SAFETY: writing a valid buffer to fd 2; a failure leaves nothing to do.
+    unsafe { libc::write(2, line.as_ptr() as *const c_void, line.len()) };
+}
+
+/// glibc's entry point, called by the program's `_start`.
+///
+/// # Safety
+/// Called only by `_start`, with the arguments it passes to glibc.
+#[no_mangle]
+pub unsafe extern "C" fn __libc_start_main(
+    main: Main,
+    argc: c_int,
+    argv: *mut *mut c_char,
+    init: *mut c_void,
+    fini: *mut c_void,
+    rtld_fini: *mut c_void,
+    stack_end: *mut c_void,
+) -> c_int {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds glibc's.
+    let real = unsafe { libc::dlsym(libc::RTLD_NEXT, c"__libc_start_main".as_ptr()) };
+    if real.is_null() {
+        say("cannot find glibc's __libc_start_main");
+        // SAFETY: terminating the process is always allowed.
+        unsafe { libc::_exit(OWN_FAILURE) };
+    }
+    // SAFETY: glibc's __libc_start_main has exactly this signature.
+    let real: Start = unsafe { std::mem::transmute::<*mut c_void, Start>(real) };
+    REAL_MAIN.store(main as usize, Ordering::Relaxed);
+    // SAFETY: forwarding _start's arguments, with our main in place of its.
+    unsafe { real(preemptible_main, argc, argv, init, fini, rtld_fini, stack_end) }
+}
+
+/// `main`'s arguments, moved into the preemptible function.
+struct MainArgs {
+    main: Main,
+    argc: c_int,
+    argv: *mut *mut c_char,
+    envp: *mut *mut c_char,
+}
+
+// SAFETY: the function runs on this same thread (it is not launched
+// migratable); the pointers are the process's own argv/envp.
+unsafe impl Send for MainArgs {}
+
+/// Runs the program's `main` in slices until it returns; its status goes back
+/// to glibc, which calls `exit` with it as usual.
+unsafe extern "C" fn preemptible_main(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int {
+    // SAFETY: stored by __libc_start_main before glibc calls us.
+    let main: Main = unsafe { std::mem::transmute::<usize, Main>(REAL_MAIN.load(Ordering::Relaxed)) };
+    // SAFETY: argv has argc >= 0 entries plus NULL; argv[0] may be NULL.
+    let name = program_name(if argc > 0 { unsafe { *argv } } else { std::ptr::null() });
+    let opts = match Options::from_env() {
+        Ok(o) => o,
+        Err(e) => {
+            say(&e);
+            return 2;
+        }
+    };
+    if !opts.children {
+        scrub_environment();
+    }
+    if let Err(e) = linger::init() {
+        say(&format!("cannot start preemption for {name}: {e}"));
+        return OWN_FAILURE;
+    }
+    if let Some(to) = opts.stats {
+        let _ = STATS.set(to);
+        // SAFETY: getpid has no preconditions.
+        STATS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        // SAFETY: registering a handler that takes no arguments. Registered
+        // before main runs, so it runs after the program's own handlers.
+        unsafe { libc::atexit(print_stats) };
+    }
+
+    let slice = opts.slice.unwrap_or(Duration::MAX);
+    let args = MainArgs { main, argc, argv, envp };
+    let run = move || {
+        let a = args;
+        // SAFETY: calling the program's main with the arguments glibc gave us.
+        unsafe { (a.main)(a.argc, a.argv, a.envp) }
+    };
+    let mut job = match linger::Builder::new().stack_size(opts.stack_size).launch(run, slice) {
+        Ok(j) => j,
+        Err(e) => return failed(&name, e, opts.stack_size),
+    };
+    loop {
+        match job {
+            linger::Linger::Completion(status) => return status,
+            linger::Linger::Poison => {
+                say(&format!("{name}: main() ended abnormally"));
+                return OWN_FAILURE;
+            }
+            linger::Linger::Continuation(_) => {
+                if let Err(e) = linger::resume(&mut job, slice) {
+                    return failed(&name, e, opts.stack_size);
+                }
+            }
+        }
+    }
+}
+
+/// A launch or resume failed. A stack overflow is the program's own fault and
+/// would have killed it with SIGSEGV without us: it dies the same way.
+fn failed(name: &str, e: linger::Error, stack: usize) -> c_int {
+    if let linger::Error::StackOverflow { .. } = e {
+        say(&format!(
+            "{name}: main() overflowed its {} KiB stack (set by ulimit -s or LINGER_RUN_STACK)",
+            stack / 1024
+        ));
+        // SAFETY: restoring the default action and raising it terminates the
+        // process the way the overflow would have.
+        unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+            libc::raise(libc::SIGSEGV);
+        }
+    }
+    say(&format!("{name}: {e}"));
+    OWN_FAILURE
+}
+
+/// Prints the main thread's preemption counters at exit (`--stats`).
+extern "C" fn print_stats() {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != STATS_PID.load(Ordering::Relaxed) {
+        return; // a forked child exiting
+    }
+    let Some(to) = STATS.get() else { return };
+    // The program may be exiting from inside its preemptible main: keep the
+    // file and allocator locks out of reach of a preemption.
+    linger::critical(|| {
+        let s = linger::stats();
+        let line = format!(
+            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={}\n",
+            s.preemptions,
+            s.deferred_preemptions,
+            s.deferrals,
+            s.worst_overrun_ns / 1000
+        );
+        match to {
+            StatsTo::Stderr => say(line.trim_end().trim_start_matches("linger-run: ")),
+            StatsTo::File(path) => {
+                let f = std::fs::OpenOptions::new().create(true).append(true).open(path);
+                if let Err(e) = f.and_then(|mut f| f.write_all(line.as_bytes())) {
+                    say(&format!("cannot write stats to {}: {e}", path.to_string_lossy()));
+                }
+            }
+        }
+    });
+}
