@@ -92,7 +92,7 @@ fn parse_size(s: &str) -> Option<usize> {
 pub(crate) fn preload_without_us(v: &str) -> Option<String> {
     let rest: Vec<&str> = v
         .split([':', ' '])
-        .filter(|e| !e.is_empty() && !e.rsplit('/').next().is_some_and(|base| base == LIB_NAME))
+        .filter(|e| !e.is_empty() && e.rsplit('/').next().is_none_or(|base| base != LIB_NAME))
         .collect();
     (!rest.is_empty()).then(|| rest.join(":"))
 }

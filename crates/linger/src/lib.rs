@@ -43,6 +43,7 @@ mod stats;
 mod switch;
 mod thread;
 mod timer;
+mod unwind;
 
 use std::fmt;
 use std::marker::PhantomData;

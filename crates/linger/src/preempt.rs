@@ -266,15 +266,16 @@ pub(crate) fn pause(unwindable: bool) {
     landed();
 }
 
-/// Is the interrupted point `(pc, sp)` of `frame` safe to stop at?
-fn safe_point(frame: &Frame, pc: usize, sp: usize) -> bool {
+/// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
+fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
     let Some(table) = ranges::table() else { return false };
+    let g = &uc.uc_mcontext.gregs;
+    let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
     let entry = frame.entry_sp.get();
     if entry == 0 || sp < frame.stack_lo || sp >= entry {
         return false;
     }
-    let mut from = sp;
-    if table.must_defer(pc) {
+    let from = if table.must_defer(pc) {
         // Exception: the system call instruction of an interposed blocking
         // call (read, nanosleep, ...): the libc wrapper below the interposer
         // holds no lock there, so only the frames above the interposer count.
@@ -282,11 +283,24 @@ fn safe_point(frame: &Frame, pc: usize, sp: usize) -> bool {
         if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
             return false;
         }
-        from = b;
-    }
+        b
+    } else {
+        // Walk the real call chain when the unwind tables allow it: a scan
+        // of every stack word would also see stale return addresses.
+        match crate::unwind::frames_clear(table, uc, frame.stack_lo, frame.stack_hi, entry) {
+            Some(clear) => return clear,
+            None => sp,
+        }
+    };
+    scan_clear(table, from, entry)
+}
+
+/// The conservative check: no word of the live stack in `[from, entry)` looks
+/// like a return address into code that must not be interrupted.
+fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
     let mut a = (from + 7) & !7;
     while a < entry {
-        // SAFETY: [sp, entry) is the live part of the function's own stack,
+        // SAFETY: [from, entry) is the live part of the function's own stack,
         // mapped and readable.
         let w = unsafe { *(a as *const usize) };
         if table.deferred_return_address(w) {
@@ -354,11 +368,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             let _ = timer::arm(ts, deadline);
         } else {
             // SAFETY: valid ucontext (caller's contract).
-            let (pc, sp) = unsafe {
-                let g = &(*ucp).uc_mcontext.gregs;
-                (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize)
-            };
-            if safe_point(f, pc, sp) {
+            if safe_point(f, unsafe { &*ucp }) {
                 f.retries.set(0);
                 record_preemption(ts, f, now);
                 ts.defer.set(0);

@@ -26,6 +26,8 @@ pub(crate) struct Table {
     deferred: Vec<Range>,
     /// Sorted executable ranges of every object known when the table was built.
     known: Vec<Range>,
+    /// Sorted executable ranges with the unwind tables of their object.
+    unwind: Vec<(Range, crate::unwind::Object)>,
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
@@ -61,6 +63,18 @@ impl Table {
             return true;
         }
         false
+    }
+
+    /// True if `pc` is in code that must not be interrupted or in code the
+    /// table does not know (for frames found by unwinding). Async-signal-safe.
+    pub(crate) fn is_deferred(&self, pc: usize) -> bool {
+        self.must_defer(pc)
+    }
+
+    /// The unwind tables covering `pc`, if its object has them.
+    pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::unwind::Object> {
+        let i = self.unwind.partition_point(|r| r.0 .1 <= pc);
+        self.unwind.get(i).filter(|r| r.0 .0 <= pc).map(|r| &r.1)
     }
 
     /// True if `pc` lies in an executable segment known when the table was built.
@@ -146,6 +160,7 @@ struct Object_ {
     bias: usize,
     exec: Vec<Range>,
     is_main: bool,
+    unwind: Option<crate::unwind::Object>,
 }
 
 fn loaded_objects() -> Vec<Object_> {
@@ -169,7 +184,11 @@ fn loaded_objects() -> Vec<Object_> {
             }
         }
         let is_main = out.is_empty();
-        out.push(Object_ { name, bias: info.dlpi_addr as usize, exec, is_main });
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let text = exec.first().copied().unwrap_or((0, 0));
+        let unwind = crate::unwind::object_from_phdrs(info.dlpi_addr as usize, phdrs, text);
+        out.push(Object_ { name, bias: info.dlpi_addr as usize, exec, is_main, unwind });
         0
     }
     let mut v: Vec<Object_> = Vec::new();
@@ -233,8 +252,12 @@ fn build(cfg: &Config) -> Table {
     let me = build as *const () as usize;
     let mut deferred = Vec::new();
     let mut known = Vec::new();
+    let mut unwind = Vec::new();
     for o in loaded_objects() {
         known.extend(o.exec.iter().copied());
+        if let Some(u) = o.unwind {
+            unwind.extend(o.exec.iter().map(|r| (*r, u)));
+        }
         if o.is_main {
             deferred.extend(executable_symbol_ranges(o.bias, cfg));
             continue;
@@ -248,5 +271,6 @@ fn build(cfg: &Config) -> Table {
             deferred.extend(o.exec.iter().copied());
         }
     }
-    Table { deferred: merge(deferred), known: merge(known) }
+    unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
+    Table { deferred: merge(deferred), known: merge(known), unwind }
 }

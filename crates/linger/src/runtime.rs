@@ -101,6 +101,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     thread_key(); // assigns this thread's id, which resumes read directly
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
+    crate::unwind::prepare_thread();
     preempt::unblock_on_this_thread(cfg.signal);
     Ok(())
 }

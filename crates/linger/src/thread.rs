@@ -102,6 +102,8 @@ pub(crate) struct ThreadState {
     /// Entries into the program's own signal handlers on this thread
     /// (counted by the trampoline of `interpose::signals`).
     pub user_signals: Cell<u64>,
+    /// This thread's unwind context (`unwind::Ctx`), or null.
+    pub unwind_ctx: Cell<*mut ()>,
     pub stats: StatCells,
 }
 
@@ -120,6 +122,7 @@ thread_local! {
             id: Cell::new(0),
             signals: Cell::new(0),
             user_signals: Cell::new(0),
+            unwind_ctx: Cell::new(ptr::null_mut()),
             stats: StatCells::new(),
         }
     };

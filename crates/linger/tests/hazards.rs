@@ -148,3 +148,58 @@ fn c_printf_under_preemption() {
     }
     unsafe { libc::fclose(f) };
 }
+
+/// Set while the comparator runs, i.e. while libc's `qsort` is on the stack.
+static IN_CALLBACK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn slow_compare(a: *const libc::c_void, b: *const libc::c_void) -> libc::c_int {
+    IN_CALLBACK.store(true, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: qsort passes pointers into our u32 array.
+    let (x, y) = unsafe { (*(a as *const u32), *(b as *const u32)) };
+    let mut spin = 0u64;
+    for i in 0..200 {
+        spin = spin.wrapping_add(std::hint::black_box(i));
+    }
+    std::hint::black_box(spin);
+    IN_CALLBACK.store(false, std::sync::atomic::Ordering::Relaxed);
+    x.cmp(&y) as libc::c_int
+}
+
+/// User code called back from libc runs with libc's frames below it: the
+/// handler must find them (by unwinding the real call chain, or by scanning)
+/// and never stop the function inside the callback, while still stopping it
+/// between the sorts.
+#[test]
+fn never_preempted_inside_a_libc_callback() {
+    linger::reset_stats();
+    let mut f = launch(
+        || {
+            let mut total = 0u64;
+            for round in 0..300u32 {
+                let mut v: Vec<u32> = (0..500u32).map(|i| i.wrapping_mul(2_654_435_761).rotate_left(round % 32)).collect();
+                // SAFETY: a valid array of u32 and a comparator for u32.
+                unsafe { libc::qsort(v.as_mut_ptr() as *mut libc::c_void, v.len(), 4, Some(slow_compare)) };
+                assert!(v.windows(2).all(|w| w[0] <= w[1]));
+                // Plain code between the sorts, where preemption is allowed.
+                for i in 0..20_000u64 {
+                    total = total.wrapping_add(std::hint::black_box(i) ^ v[(i % 500) as usize] as u64);
+                }
+            }
+            total
+        },
+        Duration::from_micros(20),
+    )
+    .unwrap();
+    let mut stops = 0u64;
+    while f.is_continuation() {
+        assert!(
+            !IN_CALLBACK.load(std::sync::atomic::Ordering::Relaxed),
+            "preempted inside the qsort comparator after {stops} stops"
+        );
+        stops += 1;
+        resume(&mut f, Duration::from_micros(20)).unwrap();
+    }
+    let s = linger::stats();
+    assert!(s.preemptions > 0, "never preempted between sorts: {s:?}");
+    assert!(s.deferrals > 0, "no deadline fell inside qsort: {s:?}");
+}

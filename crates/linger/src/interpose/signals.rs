@@ -343,7 +343,7 @@ pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
 }
 
 macro_rules! obsolete_one {
-    ($name:ident, $real:ident, $on_ours:expr) => {
+    ($name:ident, $real:ident, $on_ours:block) => {
         /// # Safety
         /// Same contract as the System V function of this name.
         #[no_mangle]
@@ -362,9 +362,9 @@ macro_rules! obsolete_one {
     };
 }
 
-obsolete_one!(sighold, real_sighold, ());
-obsolete_one!(sigrelse, real_sigrelse, ());
-obsolete_one!(sigignore, real_sigignore, SHADOW_HANDLER.store(libc::SIG_IGN, Ordering::Relaxed));
+obsolete_one!(sighold, real_sighold, {});
+obsolete_one!(sigrelse, real_sigrelse, {});
+obsolete_one!(sigignore, real_sigignore, { SHADOW_HANDLER.store(libc::SIG_IGN, Ordering::Relaxed) });
 
 /// The set the program asked to block, minus the preemption signal: a thread
 /// that blocks every signal (common before spawning helper threads) would
