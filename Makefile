@@ -24,7 +24,9 @@ test-valgrind:
 	@echo "valgrind: leakcheck clean"
 	LINGER_VALGRIND=1 LINGER_NO_STATIC=1 bash tests/c/run.sh
 
+# linger-run is needed by the benchmark's "run" section (real programs).
 bench:
+	$(CARGO) build --release -p linger-run
 	$(CARGO) run --release -p linger-bench -- --write-docs
 
 header:

@@ -1,8 +1,9 @@
 //! `linger-bench`: latency, timeout accuracy, throughput and memory of linger's
 //! preemptible functions, each next to baselines measured in the same run
 //! (threads, fork, plain calls, bare coroutine switches, raw signals and
-//! timers). Writes markdown to stdout and, with `--write-docs`, to
-//! `docs/benchmarks.md` plus SVG plots in `docs/plots/`.
+//! timers), and the overhead of `linger-run` on real programs. Writes
+//! markdown to stdout and, with `--write-docs`, to `docs/benchmarks.md` plus
+//! SVG plots in `docs/plots/`.
 
 mod accuracy;
 mod latency;
@@ -11,6 +12,7 @@ mod memory;
 mod plots;
 mod progress;
 mod report;
+mod run;
 mod sig;
 mod stats;
 mod throughput;
@@ -36,7 +38,7 @@ impl Scale {
     }
 }
 
-const SECTIONS: [&str; 4] = ["latency", "accuracy", "throughput", "memory"];
+const SECTIONS: [&str; 5] = ["latency", "accuracy", "throughput", "memory", "run"];
 
 struct Opts {
     scale: Scale,
@@ -47,11 +49,14 @@ struct Opts {
 
 const USAGE: &str = "usage: linger-bench [--quick] [--write-docs] [--docs-dir DIR] [--only SECTION[,SECTION...]]
 
-  --quick         short run (< 30 s), fewer samples
+  --quick         short run (about a minute), fewer samples
   --write-docs    also write DIR/benchmarks.md and DIR/plots/*.svg
   --docs-dir DIR  where to write (default: the workspace's docs/)
-  --only LIST     run only some of: latency, accuracy, throughput, memory
-                  (not together with --write-docs)
+  --only LIST     run only some of: latency, accuracy, throughput, memory,
+                  run (not together with --write-docs)
+
+The run section needs linger-run next to this binary
+(cargo build --release -p linger-run; make bench does it).
 
 Markdown goes to stdout, progress to stderr.";
 
@@ -115,11 +120,16 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
+    let run_plan = on("run").then(|| run::plan(sc));
+    if let Some(Err(why)) = &run_plan {
+        eprintln!("linger-bench: skipping the run section: {why}");
+    }
     let steps = [
         on("latency").then_some(8),
         on("accuracy").then_some(accuracy::TIMEOUTS_US.len() as u64),
         on("throughput").then(|| throughput::steps(sc)),
         on("memory").then_some(3),
+        run_plan.as_ref().and_then(|r| r.as_ref().ok()).map(run::Plan::steps),
     ];
     let mut p = progress::Progress::new(steps.iter().flatten().sum());
     let start = Instant::now();
@@ -128,7 +138,18 @@ fn main() -> ExitCode {
     let accuracy = on("accuracy").then(|| accuracy::run(sc, &sigs, &mut p));
     let throughput = on("throughput").then(|| throughput::run(sc, &sigs, &mut p));
     let memory = on("memory").then(|| memory::run(sc, &mut p));
+    let run = run_plan.map(|r| match r {
+        Ok(plan) => run::run(plan, &mut p),
+        Err(why) => run::Outcome::Skipped(why),
+    });
     p.finish();
+    let run_failed = match &run {
+        Some(run::Outcome::Failed(e)) => {
+            eprintln!("linger-bench: the run section failed: {e}");
+            true
+        }
+        _ => false,
+    };
 
     let results = report::Results {
         machine,
@@ -139,9 +160,16 @@ fn main() -> ExitCode {
         accuracy,
         throughput,
         memory,
+        run,
     };
     let md = report::markdown(&results, o.write_docs);
     print!("{md}");
+    if run_failed {
+        if o.write_docs {
+            eprintln!("linger-bench: not writing the docs after a failed run section");
+        }
+        return ExitCode::FAILURE;
+    }
     if o.write_docs {
         if let Err(e) = write_docs(&o.docs, &md, &results) {
             eprintln!("linger-bench: writing {}: {e}", o.docs.display());
@@ -163,6 +191,9 @@ fn write_docs(dir: &Path, md: &str, r: &report::Results) -> Result<(), Box<dyn s
     }
     if let Some(t) = &r.throughput {
         plots::throughput(&plots.join("throughput.svg"), t)?;
+    }
+    if let Some(run::Outcome::Done(b)) = &r.run {
+        plots::run_overhead(&plots.join("run-overhead.svg"), b)?;
     }
     std::fs::write(dir.join("benchmarks.md"), md)?;
     Ok(())

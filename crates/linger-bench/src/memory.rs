@@ -117,7 +117,7 @@ pub fn run(sc: Scale, p: &mut Progress) -> Memory {
                 break;
             }
         }
-        if v.len() % 4096 == 0 {
+        if v.len().is_multiple_of(4096) {
             peak_rss = rss_bytes();
             if peak_rss > RSS_LIMIT {
                 stop_reason =

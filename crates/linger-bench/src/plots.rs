@@ -6,9 +6,11 @@ use std::path::Path;
 
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::accuracy::Point;
 use crate::latency::{Key, Latency};
+use crate::run::{Mode as RunMode, RunBench, MODES};
 use crate::throughput::{Mode, Throughput, SLICES_US};
 
 type Res = Result<(), Box<dyn Error>>;
@@ -215,4 +217,113 @@ pub fn throughput(path: &Path, tp: &Throughput) -> Res {
     finish(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
+}
+
+fn run_color(m: RunMode) -> RGBColor {
+    match m {
+        RunMode::Plain => GREY,
+        RunMode::NoSlice => RGBColor(185, 210, 235),
+        RunMode::Slice(us) if us >= 1000 => LINGER_LIGHT,
+        RunMode::Slice(us) if us >= 100 => LINGER,
+        RunMode::Slice(_) => LINGER_DARK,
+    }
+}
+
+/// Grouped bars: each program's median wall time per mode relative to its
+/// plain median, with the min - max of the runs as error bars.
+pub fn run_overhead(path: &Path, b: &RunBench) -> Res {
+    let n = b.programs.len();
+    let width = 0.8 / MODES.len() as f64;
+    let hi = b
+        .programs
+        .iter()
+        .flat_map(|p| p.modes.iter().map(move |m| m.wall_max() / p.plain().wall()))
+        .fold(1.0, f64::max)
+        * 1.35; // headroom for the value labels and the legend
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Real programs under linger-run: run time relative to the plain run", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(65)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..hi)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("wall time / plain median (bars: median, whiskers: min - max)")
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .label_style((FONT, 13))
+        .draw()?;
+    let value = TextStyle::from((FONT, 11)).pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (i, p) in b.programs.iter().enumerate() {
+        let plain = p.plain().wall();
+        for (k, m) in p.modes.iter().enumerate() {
+            let x0 = i as f64 - 0.4 + k as f64 * width;
+            let xc = x0 + width / 2.0;
+            let r = m.wall() / plain;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x0 + width * 0.08, 0.0), (x0 + width * 0.92, r)],
+                run_color(m.mode).filled(),
+            )))?;
+            let (lo, top) = (m.wall_min() / plain, m.wall_max() / plain);
+            chart.draw_series(std::iter::once(ErrorBar::new_vertical(xc, lo, r, top, BLACK.stroke_width(1), 6)))?;
+            chart.draw_series(std::iter::once(Text::new(format!("{r:.2}"), (xc, top + hi * 0.01), value.clone())))?;
+        }
+        let (px, py) = chart.backend_coord(&(i as f64, 0.0));
+        root.draw(&Text::new(
+            p.name.clone(),
+            (px, py + 10),
+            TextStyle::from((FONT, 15)).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))?;
+    }
+    chart.draw_series(LineSeries::new(vec![(-0.5, 1.0), (n as f64 - 0.5, 1.0)], GREY.stroke_width(1)))?;
+    for m in MODES {
+        let c = run_color(m);
+        chart
+            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+            .label(m.label())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], c.filled()));
+    }
+    finish(&mut chart, SeriesLabelPosition::UpperRight)?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::run::{ModeResult, ProgResult, RunBench, RunStats, Sample, MODES};
+
+    #[test]
+    fn run_overhead_plot_renders() {
+        let prog = |name: &str, scale: f64| ProgResult {
+            name: name.into(),
+            shown: String::new(),
+            what: String::new(),
+            note: None,
+            output: String::new(),
+            stderr: Vec::new(),
+            modes: MODES
+                .iter()
+                .enumerate()
+                .map(|(k, &mode)| ModeResult {
+                    mode,
+                    samples: (0..3)
+                        .map(|i| Sample {
+                            wall_ns: 1e9 * (1.0 + scale * k as f64) + i as f64 * 2e7,
+                            cpu_ns: 1e9,
+                            stats: (k > 0).then(RunStats::default),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        let b = RunBench { reps: 3, programs: vec![prog("gzip", 0.5), prog("python3.11", 0.1)], skipped: Vec::new() };
+        let path = std::env::temp_dir().join(format!("linger-bench-test-{}.svg", std::process::id()));
+        super::run_overhead(&path, &b).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(svg.contains("python3.11") && svg.contains("--slice 100us"));
+    }
 }
