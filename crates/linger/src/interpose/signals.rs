@@ -72,6 +72,10 @@ static FLAGS: [AtomicI32; NSIG] = [const { AtomicI32::new(0) }; NSIG];
 /// Signals marked with `siginterrupt(sig, 1)`: `signal()` installs them
 /// without SA_RESTART, as glibc does.
 static INTERRUPT: AtomicU64 = AtomicU64::new(0);
+/// Signals whose trampoline got SA_SIGINFO only because we needed it: if the
+/// kernel resets the handler (SA_RESETHAND), the flag stays and must not be
+/// reported.
+static FORCED_SIGINFO: AtomicU64 = AtomicU64::new(0);
 
 /// The disposition the program believes the preemption signal has. Atomics,
 /// not a lock: `sigaction` is async-signal-safe and may be called from a
@@ -201,6 +205,8 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     }
     let idx = sig as usize;
     let (prev_h, prev_f) = (HANDLERS[idx].load(Ordering::Relaxed), FLAGS[idx].load(Ordering::Relaxed));
+    let bit = 1u64 << (idx % 64);
+    let prev_forced = FORCED_SIGINFO.load(Ordering::Relaxed) & bit != 0;
     // SAFETY: non-null `act` is valid per the caller's contract.
     let mut mine = unsafe { act.as_ref() }.copied();
     if let Some(m) = mine.as_mut() {
@@ -210,8 +216,15 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         if is_function(m.sa_sigaction) {
             HANDLERS[idx].store(m.sa_sigaction, Ordering::Relaxed);
             FLAGS[idx].store(m.sa_flags, Ordering::Relaxed);
+            if m.sa_flags & libc::SA_SIGINFO == 0 {
+                FORCED_SIGINFO.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                FORCED_SIGINFO.fetch_and(!bit, Ordering::Relaxed);
+            }
             m.sa_sigaction = trampoline as *const () as usize;
             m.sa_flags |= libc::SA_SIGINFO;
+        } else {
+            FORCED_SIGINFO.fetch_and(!bit, Ordering::Relaxed);
         }
     }
     let act2 = mine.as_ref().map_or(std::ptr::null(), |m| m as *const libc::sigaction);
@@ -220,6 +233,11 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     if r != 0 {
         HANDLERS[idx].store(prev_h, Ordering::Relaxed);
         FLAGS[idx].store(prev_f, Ordering::Relaxed);
+        if prev_forced {
+            FORCED_SIGINFO.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            FORCED_SIGINFO.fetch_and(!bit, Ordering::Relaxed);
+        }
         return r;
     }
     // SAFETY: non-null `old` was just filled in by libc.
@@ -227,6 +245,9 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         if o.sa_sigaction == trampoline as *const () as usize {
             o.sa_sigaction = prev_h;
             o.sa_flags = (o.sa_flags & !libc::SA_SIGINFO) | (prev_f & libc::SA_SIGINFO);
+        } else if prev_forced {
+            // Reset to SIG_DFL by the kernel (SA_RESETHAND), our flag left over.
+            o.sa_flags &= !libc::SA_SIGINFO;
         }
     }
     0
