@@ -2,7 +2,7 @@
 //! which runs the real one inside a preemptible function.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -18,6 +18,54 @@ static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
 /// Where `--stats` goes, and which process prints them (not forked children).
 static STATS: OnceLock<StatsTo> = OnceLock::new();
 static STATS_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Set when `main` called `pthread_exit`: its value, for the real call.
+static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
+static MAIN_EXIT_VALUE: AtomicUsize = AtomicUsize::new(0);
+/// The main thread's counters at that moment (the process then ends on
+/// another thread, whose counters `print_stats` would otherwise read).
+static MAIN_STATS: std::sync::Mutex<Option<linger::Stats>> = std::sync::Mutex::new(None);
+static MAIN_TID: AtomicI32 = AtomicI32::new(0);
+
+type PthreadExit = unsafe extern "C-unwind" fn(*mut c_void) -> !;
+
+fn real_pthread_exit() -> PthreadExit {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds glibc's.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_exit".as_ptr()) };
+    if p.is_null() {
+        say("cannot find glibc's pthread_exit");
+        // SAFETY: terminating the process is always allowed.
+        unsafe { libc::_exit(OWN_FAILURE) };
+    }
+    // SAFETY: glibc's pthread_exit has this signature.
+    unsafe { std::mem::transmute::<*mut c_void, PthreadExit>(p) }
+}
+
+/// `pthread_exit` called by `main` itself: glibc ends the main thread by a
+/// forced unwind up to `__libc_start_main`, which would have to cross the
+/// stack switch and the runtime's frames. Instead `main` stops here (its
+/// stack is reclaimed: its cleanup handlers do not run), and the main thread
+/// calls the real `pthread_exit` from `preemptible_main`, whose frames unwind
+/// cleanly; the process then lives on until its last thread exits, as usual.
+/// Other threads, and calls outside `main`'s function, go straight to glibc.
+///
+/// # Safety
+/// Same contract as POSIX `pthread_exit`.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn pthread_exit(value: *mut c_void) -> ! {
+    // SAFETY: gettid has no preconditions.
+    let main_thread = unsafe { libc::gettid() } == MAIN_TID.load(Ordering::Relaxed);
+    if main_thread && linger::is_preemptible() {
+        MAIN_EXIT_VALUE.store(value as usize, Ordering::Relaxed);
+        MAIN_EXITED.store(true, Ordering::Release);
+        loop {
+            // A C-style stop: never unwound, only reclaimed.
+            linger::ffi::linger_pause();
+        }
+    }
+    // SAFETY: forwarding to glibc.
+    unsafe { real_pthread_exit()(value) }
+}
 
 /// Exit status for our own failures (the program never ran), as `timeout(1)` does.
 const OWN_FAILURE: c_int = 125;
@@ -52,8 +100,24 @@ pub unsafe extern "C" fn __libc_start_main(
     // SAFETY: glibc's __libc_start_main has exactly this signature.
     let real: Start = unsafe { std::mem::transmute::<*mut c_void, Start>(real) };
     REAL_MAIN.store(main as usize, Ordering::Relaxed);
-    // SAFETY: forwarding _start's arguments, with our main in place of its.
-    unsafe { real(preemptible_main, argc, argv, init, fini, rtld_fini, stack_end) }
+    // SAFETY: gettid has no preconditions.
+    MAIN_TID.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+    // SAFETY: forwarding _start's arguments, with our main in place of its
+    // (C-unwind only so that `pthread_exit` may unwind it; same calling
+    // convention).
+    unsafe {
+        real(
+            std::mem::transmute::<unsafe extern "C-unwind" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int, Main>(
+                preemptible_main,
+            ),
+            argc,
+            argv,
+            init,
+            fini,
+            rtld_fini,
+            stack_end,
+        )
+    }
 }
 
 /// `main`'s arguments, moved into the preemptible function.
@@ -70,7 +134,7 @@ unsafe impl Send for MainArgs {}
 
 /// Runs the program's `main` in slices until it returns; its status goes back
 /// to glibc, which calls `exit` with it as usual.
-unsafe extern "C" fn preemptible_main(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int {
+unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int {
     // SAFETY: stored by __libc_start_main before glibc calls us.
     let main: Main = unsafe { std::mem::transmute::<usize, Main>(REAL_MAIN.load(Ordering::Relaxed)) };
     // SAFETY: argv has argc >= 0 entries plus NULL; argv[0] may be NULL.
@@ -116,6 +180,14 @@ unsafe extern "C" fn preemptible_main(argc: c_int, argv: *mut *mut c_char, envp:
                 say(&format!("{name}: main() ended abnormally"));
                 return OWN_FAILURE;
             }
+            linger::Linger::Continuation(_) if MAIN_EXITED.load(Ordering::Acquire) => {
+                *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger::stats());
+                job.cancel();
+                drop(job);
+                let value = MAIN_EXIT_VALUE.load(Ordering::Relaxed) as *mut c_void;
+                // SAFETY: ends the main thread the way main's own call would have.
+                unsafe { real_pthread_exit()(value) }
+            }
             linger::Linger::Continuation(_) => {
                 if let Err(e) = linger::resume(&mut job, slice) {
                     return failed(&name, e, opts.stack_size);
@@ -154,7 +226,8 @@ extern "C" fn print_stats() {
     // The program may be exiting from inside its preemptible main: keep the
     // file and allocator locks out of reach of a preemption.
     linger::critical(|| {
-        let s = linger::stats();
+        let snapshot = *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner());
+        let s = snapshot.unwrap_or_else(linger::stats);
         let line = format!(
             "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={}\n",
             s.preemptions,
