@@ -9,8 +9,8 @@
 //! so when preemption alone cut the transfer short we finish it. Receives
 //! with MSG_WAITALL likewise. (Plain reads are never cut short by a signal on
 //! pipes, sockets or regular files: the kernel returns as soon as it has any
-//! data, so they only need the EINTR retry.) A socket timeout restarts from
-//! its full length after a preemption, as it does after SA_RESTART.
+//! data, so they only need the EINTR retry.) A socket timeout keeps its
+//! original expiry across preemptions (see [`retry_fd`]).
 
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 
@@ -25,6 +25,8 @@ type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize
 type SendToFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t;
 type MsgFn = unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> ssize_t;
 type SendMsgFn = unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> ssize_t;
+type RecvMmsgFn = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int;
+type SendMmsgFn = unsafe extern "C" fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int;
 type AcceptFn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
 type Accept4Fn = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int;
 type ConnectFn = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
@@ -63,6 +65,12 @@ fn real_sendto() -> Option<SendToFn> {
 fn real_sendmsg() -> Option<SendMsgFn> {
     real!("sendmsg", SendMsgFn)
 }
+fn real_recvmmsg() -> Option<RecvMmsgFn> {
+    real!("recvmmsg", RecvMmsgFn)
+}
+fn real_sendmmsg() -> Option<SendMmsgFn> {
+    real!("sendmmsg", SendMmsgFn)
+}
 fn real_accept() -> Option<AcceptFn> {
     real!("accept", AcceptFn)
 }
@@ -88,20 +96,59 @@ fn real_semtimedop() -> Option<SemTimedOpFn> {
 pub(crate) fn prepare() {
     let _ = (real_read(), real_write(), real_readv(), real_writev(), real_recv(), real_recvfrom(), real_recvmsg());
     let _ = (real_send(), real_sendto(), real_sendmsg(), real_accept(), real_accept4(), real_connect());
-    let _ = (real_msgsnd(), real_msgrcv(), real_semop(), real_semtimedop());
+    let _ = (real_msgsnd(), real_msgrcv(), real_semop(), real_semtimedop(), real_recvmmsg(), real_sendmmsg());
+}
+
+/// The socket timeout (SO_RCVTIMEO for input, SO_SNDTIMEO for output) of
+/// `fd`, if it is a socket with one.
+fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
+    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    let mut len = std::mem::size_of::<libc::timeval>() as socklen_t;
+    let opt = if input { libc::SO_RCVTIMEO } else { libc::SO_SNDTIMEO };
+    // SAFETY: valid out pointers of the right size.
+    let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut c_void, &mut len) };
+    (r == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+        .then(|| libc::timespec { tv_sec: tv.tv_sec, tv_nsec: tv.tv_usec * 1000 })
+}
+
+/// Retries `f` on `fd` after interruptions by preemption alone. A socket
+/// with a timeout fails with EINTR instead of restarting, and restarting it
+/// would start its timeout afresh at every preemption (so it would never
+/// expire under short slices): before each retry we wait for readiness for
+/// what is left of the timeout, and report EAGAIN when it runs out, as the
+/// kernel does.
+fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut() -> R) -> R {
+    let start = super::now(libc::CLOCK_MONOTONIC);
+    let mut deadline: Option<Option<Deadline>> = None;
+    loop {
+        let m = Mark::now();
+        let r = blocking(&mut f);
+        if r != R::from(-1) || errno() != libc::EINTR || !m.preempted_only() {
+            return r;
+        }
+        let d = *deadline.get_or_insert_with(|| {
+            socket_timeout(fd, input).map(|t| Deadline::at(super::add(start, &t)))
+        });
+        if let Some(d) = d {
+            let events = if input { libc::POLLIN } else { libc::POLLOUT };
+            let mut p = libc::pollfd { fd, events, revents: 0 };
+            // SAFETY: one valid pollfd; our poll retries after preemption.
+            if unsafe { super::wait::poll(&mut p, 1, d.remaining_ms()) } == 0 {
+                set_errno(libc::EAGAIN);
+                return R::from(-1);
+            }
+        }
+    }
 }
 
 /// Moves `count` bytes with `once(done)` (which transfers from offset
 /// `done`), continuing after a short count only when preemption caused it.
-fn transfer_all(count: usize, mut once: impl FnMut(usize) -> ssize_t) -> ssize_t {
+fn transfer_all(fd: c_int, input: bool, count: usize, mut once: impl FnMut(usize) -> ssize_t) -> ssize_t {
     let mut done = 0usize;
     loop {
         let m = Mark::now();
-        let r = blocking(|| once(done));
+        let r = retry_fd(fd, input, || once(done));
         if r < 0 {
-            if errno() == libc::EINTR && m.preempted_only() {
-                continue;
-            }
             return if done > 0 { done as ssize_t } else { -1 };
         }
         done += r as usize;
@@ -121,7 +168,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
         return unsafe { real(fd, buf, count) };
     }
     // SAFETY: forwarded verbatim to libc.
-    retry(|| unsafe { real(fd, buf, count) })
+    retry_fd(fd, true, || unsafe { real(fd, buf, count) })
 }
 
 /// # Safety
@@ -134,7 +181,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
         return unsafe { real(fd, buf, count) };
     }
     // SAFETY: the caller's buffer holds `count` bytes; we pass its tail.
-    transfer_all(count, |done| unsafe { real(fd, (buf as *const u8).add(done) as *const c_void, count - done) })
+    transfer_all(fd, false, count, |done| unsafe { real(fd, (buf as *const u8).add(done) as *const c_void, count - done) })
 }
 
 /// # Safety
@@ -143,7 +190,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let real = or_enosys!(real_readv());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, iov, n) })
+    retry_fd(fd, true, || unsafe { real(fd, iov, n) })
 }
 
 /// # Safety
@@ -160,7 +207,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
     let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
     let m = Mark::now();
     // SAFETY: forwarded verbatim.
-    let r = retry(|| unsafe { real(fd, iov, n) });
+    let r = retry_fd(fd, false, || unsafe { real(fd, iov, n) });
     if r < 0 || r as usize >= total || r == 0 || !m.preempted_only() {
         return r;
     }
@@ -176,7 +223,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
         }
         let (base, len) = (e.iov_base as *const u8, e.iov_len - skip);
         // SAFETY: a tail of one of the caller's buffers.
-        let w2 = transfer_all(len, |d| unsafe { w(fd, base.add(skip + d) as *const c_void, len - d) });
+        let w2 = transfer_all(fd, false, len, |d| unsafe { w(fd, base.add(skip + d) as *const c_void, len - d) });
         skip = 0;
         if w2 <= 0 {
             break;
@@ -200,10 +247,10 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c
     }
     if flags & libc::MSG_WAITALL != 0 && flags & libc::MSG_DONTWAIT == 0 {
         // SAFETY: a tail of the caller's buffer.
-        return transfer_all(len, |d| unsafe { real(fd, (buf as *mut u8).add(d) as *mut c_void, len - d, flags) });
+        return transfer_all(fd, true, len, |d| unsafe { real(fd, (buf as *mut u8).add(d) as *mut c_void, len - d, flags) });
     }
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, buf, len, flags) })
+    retry_fd(fd, true, || unsafe { real(fd, buf, len, flags) })
 }
 
 /// # Safety
@@ -219,7 +266,7 @@ pub unsafe extern "C" fn recvfrom(
 ) -> ssize_t {
     let real = or_enosys!(real_recvfrom());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, buf, len, flags, addr, alen) })
+    retry_fd(fd, true, || unsafe { real(fd, buf, len, flags, addr, alen) })
 }
 
 /// # Safety
@@ -228,7 +275,7 @@ pub unsafe extern "C" fn recvfrom(
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_recvmsg());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, msg, flags) })
+    retry_fd(fd, true, || unsafe { real(fd, msg, flags) })
 }
 
 /// # Safety
@@ -241,7 +288,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, len: size_t, flags:
         return unsafe { real(fd, buf, len, flags) };
     }
     // SAFETY: a tail of the caller's buffer.
-    transfer_all(len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags) })
+    transfer_all(fd, false, len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags) })
 }
 
 /// # Safety
@@ -262,7 +309,7 @@ pub unsafe extern "C" fn sendto(
     }
     // SAFETY: a tail of the caller's buffer (a datagram is never split: it
     // goes out whole or not at all, so only stream sockets continue).
-    transfer_all(len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags, addr, alen) })
+    transfer_all(fd, false, len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags, addr, alen) })
 }
 
 /// # Safety
@@ -271,7 +318,31 @@ pub unsafe extern "C" fn sendto(
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_sendmsg());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, msg, flags) })
+    retry_fd(fd, false, || unsafe { real(fd, msg, flags) })
+}
+
+/// # Safety
+/// Same contract as Linux `recvmmsg`.
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: libc::c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    let real = or_enosys!(real_recvmmsg());
+    // SAFETY: forwarded verbatim.
+    retry_fd(fd, true, || unsafe { real(fd, v, n, flags, timeout) })
+}
+
+/// # Safety
+/// Same contract as Linux `sendmmsg`.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int {
+    let real = or_enosys!(real_sendmmsg());
+    // SAFETY: forwarded verbatim.
+    retry_fd(fd, false, || unsafe { real(fd, v, n, flags) })
 }
 
 /// # Safety
@@ -280,7 +351,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, alen: *mut socklen_t) -> c_int {
     let real = or_enosys!(real_accept());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, addr, alen) })
+    retry_fd(fd, true, || unsafe { real(fd, addr, alen) })
 }
 
 /// # Safety
@@ -289,41 +360,76 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, alen: *mut sockl
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, alen: *mut socklen_t, flags: c_int) -> c_int {
     let real = or_enosys!(real_accept4());
     // SAFETY: forwarded verbatim.
-    retry(|| unsafe { real(fd, addr, alen, flags) })
+    retry_fd(fd, true, || unsafe { real(fd, addr, alen, flags) })
 }
 
 /// # Safety
 /// Same contract as POSIX `connect`.
 ///
-/// An interrupted connect is not undone: the connection goes on in the
-/// background and a second `connect` would fail with EALREADY. After a
-/// preemption we therefore wait for the outcome instead, as the call would
-/// have.
+/// An interrupted TCP connect is not undone: it goes on in the background,
+/// and calling again reports EALREADY, then EISCONN. An interrupted AF_UNIX
+/// connect is simply not done. So after a preemption we call again and read
+/// those answers as "still in progress" (wait for the outcome) and
+/// "connected"; a socket send timeout keeps its original expiry.
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen_t) -> c_int {
     let real = or_enosys!(real_connect());
-    let m = Mark::now();
-    // SAFETY: forwarded verbatim.
-    let r = blocking(|| unsafe { real(fd, addr, alen) });
-    if r == 0 || errno() != libc::EINTR || !in_function() || !m.preempted_only() {
-        return r;
+    if !in_function() {
+        // SAFETY: forwarded verbatim.
+        return unsafe { real(fd, addr, alen) };
     }
-    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-    // SAFETY: one valid pollfd (the wrapper retries after preemption).
-    if unsafe { super::wait::poll(&mut p, 1, -1) } < 0 {
-        return -1;
+    let start = super::now(libc::CLOCK_MONOTONIC);
+    let deadline = std::cell::OnceCell::new();
+    let mut retried = false;
+    loop {
+        let m = Mark::now();
+        // SAFETY: forwarded verbatim.
+        let r = blocking(|| unsafe { real(fd, addr, alen) });
+        if r == 0 {
+            return 0;
+        }
+        let e = errno();
+        if e == libc::EINTR && m.preempted_only() {
+            let d: &Option<Deadline> =
+                deadline.get_or_init(|| socket_timeout(fd, false).map(|t| Deadline::at(super::add(start, &t))));
+            if d.is_some_and(|d| d.remaining_ms() == 0) {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            retried = true;
+            continue;
+        }
+        if retried && e == libc::EISCONN {
+            return 0;
+        }
+        if !(retried && e == libc::EALREADY) {
+            set_errno(e);
+            return r;
+        }
+        let left = deadline.get().copied().flatten().map_or(-1, |d| d.remaining_ms());
+        let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd (the wrapper retries after preemption).
+        match unsafe { super::wait::poll(&mut p, 1, left) } {
+            -1 => return -1,
+            0 => {
+                set_errno(libc::EINPROGRESS); // what a timed-out TCP connect reports
+                return -1;
+            }
+            _ => {}
+        }
+        let mut err: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: valid out pointers of the right size.
+        let g = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) };
+        if g != 0 {
+            return -1;
+        }
+        if err != 0 {
+            set_errno(err);
+            return -1;
+        }
+        return 0;
     }
-    let mut err: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: valid out pointers of the right size.
-    if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) } != 0 {
-        return -1;
-    }
-    if err != 0 {
-        set_errno(err);
-        return -1;
-    }
-    0
 }
 
 /// # Safety

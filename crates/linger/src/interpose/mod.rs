@@ -164,6 +164,10 @@ impl Deadline {
         Deadline(add(now(libc::CLOCK_MONOTONIC), t))
     }
 
+    pub(crate) fn at(t: libc::timespec) -> Deadline {
+        Deadline(t)
+    }
+
     pub(crate) fn after_ms(ms: c_int) -> Deadline {
         let t = libc::timespec { tv_sec: (ms / 1000) as i64, tv_nsec: (ms % 1000) as i64 * 1_000_000 };
         Deadline::after(&t)
