@@ -387,7 +387,12 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             // short library calls), then back off for long ones.
             let shift = n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16);
             let delay = (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS);
-            let _ = timer::arm(ts, now + delay.max(min_delay(ts)));
+            // Never retry sooner than twice what this decision cost: walking
+            // a call chain thousands of frames deep takes milliseconds, and
+            // retrying every 10 us would leave the function no time to run.
+            let after = now_ns();
+            let cost = after.saturating_sub(now);
+            let _ = timer::arm(ts, after + delay.max(min_delay(ts)).max(2 * cost));
         }
         compiler_fence(Ordering::SeqCst);
         if !ts.pending.get() {

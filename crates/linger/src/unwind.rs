@@ -139,7 +139,10 @@ pub(crate) fn frames_clear(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: 
     let ctx = unsafe { &mut *ctx };
     let mut regs = regs_from(uc);
     let mut first = true;
-    for _ in 0..1024 {
+    // Deep enough for any real recursion within the default 8 MiB stack of
+    // main (a frame is at least 16 bytes); the cost is bounded by the
+    // handler's retry rule (it never retries sooner than twice its cost).
+    for _ in 0..(1 << 19) {
         let sp = regs[RSP] as usize;
         if sp >= entry {
             return Some(true);

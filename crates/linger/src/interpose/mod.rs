@@ -19,7 +19,9 @@
 //!   program's own handlers are counted so that the retries above never hide
 //!   an EINTR the program caused itself;
 //! - [`exec`]: the `exec` family: the new image starts with no preemption
-//!   signal pending, no timer and default disposition.
+//!   signal pending, no timer and default disposition;
+//! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
+//!   really on.
 //!
 //! Every blocking wrapper marks its call with [`blocking`], so the handler may
 //! stop the function at the system call instruction itself, where the libc
@@ -30,6 +32,7 @@ pub(crate) mod exec;
 pub(crate) mod io;
 pub(crate) mod signals;
 pub(crate) mod sleep;
+pub(crate) mod stack;
 pub(crate) mod wait;
 
 use libc::c_int;
@@ -72,6 +75,7 @@ pub(crate) use or_enosys;
 /// function (dlsym takes the loader's lock).
 pub(crate) fn prepare() {
     sleep::prepare();
+    stack::prepare();
     io::prepare();
     wait::prepare();
     signals::prepare();
