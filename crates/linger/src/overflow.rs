@@ -20,6 +20,14 @@ static OLD_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static OLD_FLAGS: AtomicI32 = AtomicI32::new(0);
 const ALT_SIZE: usize = 64 * 1024;
 
+/// Our handler's address and the disposition it replaced: `sigaction`
+/// queries report the latter, so the program sees the SIGSEGV disposition
+/// it would have without linger.
+pub(crate) fn replaced_disposition(handler: usize) -> Option<(usize, i32)> {
+    (handler == on_segv as *const () as usize)
+        .then(|| (OLD_ACTION.load(Ordering::Relaxed), OLD_FLAGS.load(Ordering::Relaxed)))
+}
+
 /// Installs the SIGSEGV handler (process-wide, once).
 pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
     // Through libc's own sigaction: ours would wrap the handler as the
@@ -172,11 +180,23 @@ Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
 
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     let old = OLD_ACTION.load(Ordering::Relaxed);
+    // SAFETY: the kernel passes a valid siginfo.
+    let sent = unsafe { (*info).si_code } <= 0; // kill, raise, sigqueue: no fault to re-execute
+    if old == libc::SIG_IGN && sent {
+        return;
+    }
     if old == libc::SIG_DFL || old == libc::SIG_IGN {
         // Restore the default action; returning re-executes the faulting
-        // instruction, which then terminates the process as usual.
-        // SAFETY: installing SIG_DFL is always valid.
-        unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
+        // instruction, which then terminates the process as usual. A signal
+        // that was sent rather than caused is sent again (it stays pending
+        // until this handler returns).
+        // SAFETY: installing SIG_DFL and raising are always valid.
+        unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+            if sent {
+                libc::raise(libc::SIGSEGV);
+            }
+        }
         return;
     }
     // SAFETY: `old` was installed by someone as a handler of this signal, with

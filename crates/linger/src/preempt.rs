@@ -102,41 +102,6 @@ pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
     Ok(())
 }
 
-/// Called by the trampoline of a program's own signal handler: if the signal
-/// interrupted code that must not be preempted, the handler runs as a
-/// no-preemption scope (it is part of that code's execution). Returns true
-/// if it opened a scope, to be closed with [`leave_handler_scope`].
-/// Async-signal-safe.
-pub(crate) fn enter_handler_scope(uc: *const libc::ucontext_t) -> bool {
-    let ts = ts();
-    if ts.current.get().is_null() || uc.is_null() || ts.defer.get() > 0 {
-        return false; // not preemptible, or already deferred
-    }
-    // SAFETY: the kernel passes a valid ucontext to SA_SIGINFO handlers.
-    let pc = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] } as usize;
-    match ranges::table() {
-        Some(t) if !t.must_defer(pc) => false,
-        _ => {
-            ts.defer.set(ts.defer.get() + 1);
-            true
-        }
-    }
-}
-
-/// Closes the scope of [`enter_handler_scope`]. A deadline that passed
-/// meanwhile is not taken here (the interrupted code is still below us on
-/// the stack): the timer retries shortly after the handler returns.
-pub(crate) fn leave_handler_scope() {
-    let ts = ts();
-    let d = ts.defer.get().saturating_sub(1);
-    compiler_fence(Ordering::SeqCst);
-    ts.defer.set(d);
-    if d == 0 && ts.pending.get() {
-        ts.pending.set(false);
-        let _ = timer::arm(ts, now_ns() + min_delay(ts));
-    }
-}
-
 /// Makes sure this thread does not block the preemption signal.
 pub(crate) fn unblock_on_this_thread(signo: i32) {
     // SAFETY: plain sigset manipulation on a local.
@@ -322,7 +287,14 @@ fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
 /// `pending`, and the outer instance decides again. Without this, the nested
 /// instance would see the handler's own (preemptible-looking) code and stop
 /// the function while the outer instance had interrupted, say, malloc.
-extern "C" fn on_timer(_sig: libc::c_int, _info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    if !info.is_null() && unsafe { (*info).si_code } != libc::SI_TIMER {
+        // Sent by someone (kill, raise, sigqueue), not by our timer: it is
+        // the program's, and goes where the program believes it goes.
+        crate::interpose::signals::deliver_to_program(sig, info, uc);
+        return;
+    }
     // SAFETY: errno location is valid for the thread.
     let saved_errno = unsafe { *libc::__errno_location() };
     let ts = ts();

@@ -102,6 +102,9 @@ pub(crate) struct ThreadState {
     /// Entries into the program's own signal handlers on this thread
     /// (counted by the trampoline of `interpose::signals`).
     pub user_signals: Cell<u64>,
+    /// The program blocked the preemption signal on this thread (as far as
+    /// it knows: the real mask never does).
+    pub shadow_blocked: Cell<bool>,
     /// This thread's unwind context (`unwind::Ctx`), or null.
     pub unwind_ctx: Cell<*mut ()>,
     pub stats: StatCells,
@@ -123,6 +126,7 @@ thread_local! {
             signals: Cell::new(0),
             user_signals: Cell::new(0),
             unwind_ctx: Cell::new(ptr::null_mut()),
+            shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
         }
     };

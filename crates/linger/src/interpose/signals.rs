@@ -10,11 +10,13 @@
 //!   that resets every signal to SIG_DFL in a loop (shells, test harnesses)
 //!   does not kill itself at the next deadline.
 //! - Every handler the program installs runs through a trampoline that
-//!   counts it (so wrappers can tell the program's EINTRs from ours), and
-//!   that makes the handler a no-preemption scope when it interrupted code
-//!   that must not be preempted (libc, say): the handler is then an extension
-//!   of that code, and stopping it there would leave libc's locks held while
-//!   the caller runs. `sigaction` queries report the program's own handler.
+//!   counts it (so wrappers can tell the program's EINTRs from ours).
+//!   `sigaction` queries report the program's own handler. A handler is not
+//!   preempted while it runs: the handler walks the call chain through the
+//!   kernel's signal frame and finds glibc's `__restore_rt` below it (deferred
+//!   code), so a handler that interrupted libc never leaves libc's locks held
+//!   while the caller runs; and since that needs no scope to be closed, a
+//!   handler may leave with `siglongjmp`.
 //!
 //! Calls that bypass libc (raw `syscall(SYS_rt_sigaction, ...)`) are out of
 //! reach; `docs/safety.md` lists them.
@@ -152,6 +154,40 @@ pub(crate) fn shadow_ignored() -> bool {
     SHADOW_HANDLER.load(Ordering::Relaxed) == libc::SIG_IGN
 }
 
+/// A preemption signal that the program (or another process) sent rather
+/// than our timer: act as its shadow disposition says, as the kernel would.
+pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
+    let h = SHADOW_HANDLER.load(Ordering::Relaxed);
+    if h == libc::SIG_IGN {
+        return;
+    }
+    if h == libc::SIG_DFL {
+        // The default action of a real-time signal: terminate by it.
+        if let Some(real) = real_sigaction() {
+            // SAFETY: an all-zero sigaction with SIG_DFL is valid; raising
+            // with the default action terminates the process.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                real(sig, &sa, std::ptr::null_mut());
+                libc::raise(sig);
+            }
+        }
+        return;
+    }
+    let t = ts();
+    t.user_signals.set(t.user_signals.get() + 1);
+    if SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+        // SAFETY: the program installed this as an SA_SIGINFO handler.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
+        f(sig, info, uc);
+    } else {
+        // SAFETY: the program installed this as a plain handler.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
+    }
+}
+
 /// Runs the program's handler for `sig`.
 extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
     let t = ts();
@@ -164,7 +200,6 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
     if !is_function(h) {
         return; // changed under us; nothing to run
     }
-    let scoped = crate::preempt::enter_handler_scope(uc as *const libc::ucontext_t);
     if FLAGS[idx].load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
         let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
@@ -173,9 +208,6 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
         // SAFETY: the program installed this as a plain handler.
         let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
-    }
-    if scoped {
-        crate::preempt::leave_handler_scope();
     }
 }
 
@@ -242,7 +274,13 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     }
     // SAFETY: non-null `old` was just filled in by libc.
     if let Some(o) = unsafe { old.as_mut() } {
-        if o.sa_sigaction == trampoline as *const () as usize {
+        if let Some((h, f)) = crate::overflow::replaced_disposition(o.sa_sigaction) {
+            // linger's stack-overflow reporter: show what it replaced.
+            o.sa_sigaction = h;
+            o.sa_flags = f;
+            // SAFETY: a local sigset.
+            unsafe { libc::sigemptyset(&mut o.sa_mask) };
+        } else if o.sa_sigaction == trampoline as *const () as usize {
             o.sa_sigaction = prev_h;
             o.sa_flags = (o.sa_flags & !libc::SA_SIGINFO) | (prev_f & libc::SA_SIGINFO);
         } else if prev_forced {
@@ -391,14 +429,39 @@ obsolete_one!(sigignore, real_sigignore, { SHADOW_HANDLER.store(libc::SIG_IGN, O
 /// that blocks every signal (common before spawning helper threads) would
 /// otherwise never be preempted again, and a launch with a timeout would not
 /// return.
+///
+/// The program still sees what it asked for: queries report the signal as
+/// blocked while it believes so (a per-thread shadow bit).
 fn mask_call(real: SigmaskFn, how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    if how == libc::SIG_BLOCK || how == libc::SIG_SETMASK {
+    let signo = preemption_signal();
+    let t = ts();
+    let before = t.shadow_blocked.get();
+    let mut after = before;
+    if !set.is_null() && signo > 0 {
+        // SAFETY: non-null and, per the caller's contract, a valid sigset.
+        let member = unsafe { libc::sigismember(set, signo) } == 1;
+        match how {
+            libc::SIG_BLOCK if member => after = true,
+            libc::SIG_UNBLOCK if member => after = false,
+            libc::SIG_SETMASK => after = member,
+            _ => {}
+        }
+    }
+    let r = if how == libc::SIG_BLOCK || how == libc::SIG_SETMASK {
         // SAFETY: forwarded with the caller's set or a valid local copy.
         with_stripped(set, |s| unsafe { real(how, s, old) })
     } else {
         // SAFETY: forwarded verbatim.
         unsafe { real(how, set, old) }
+    };
+    if r == 0 {
+        t.shadow_blocked.set(after);
+        if before && !old.is_null() && signo > 0 {
+            // SAFETY: `old` was just filled in by libc.
+            unsafe { libc::sigaddset(old, signo) };
+        }
     }
+    r
 }
 
 /// # Safety
