@@ -30,6 +30,9 @@ type EpollPwaitFn = unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c
 type EpollPwait2Fn =
     unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, *const timespec, *const sigset_t) -> c_int;
 type PauseFn = unsafe extern "C" fn() -> c_int;
+type SemTimedwaitFn = unsafe extern "C" fn(*mut libc::sem_t, *const timespec) -> c_int;
+type SemClockwaitFn = unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const timespec) -> c_int;
+type SyscallFn = unsafe extern "C" fn(libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long, libc::c_long) -> libc::c_long;
 type SigsuspendFn = unsafe extern "C" fn(*const sigset_t) -> c_int;
 type SigwaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_int) -> c_int;
 type SigwaitinfoFn = unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t) -> c_int;
@@ -56,6 +59,15 @@ fn real_epoll_pwait() -> Option<EpollPwaitFn> {
 fn real_epoll_pwait2() -> Option<EpollPwait2Fn> {
     real!("epoll_pwait2", EpollPwait2Fn)
 }
+fn real_sem_timedwait() -> Option<SemTimedwaitFn> {
+    real!("sem_timedwait", SemTimedwaitFn)
+}
+fn real_sem_clockwait() -> Option<SemClockwaitFn> {
+    real!("sem_clockwait", SemClockwaitFn)
+}
+fn real_syscall() -> Option<SyscallFn> {
+    real!("syscall", SyscallFn)
+}
 fn real_pause() -> Option<PauseFn> {
     real!("pause", PauseFn)
 }
@@ -75,7 +87,7 @@ fn real_sigtimedwait() -> Option<SigtimedwaitFn> {
 pub(crate) fn prepare() {
     let _ = (real_poll(), real_ppoll(), real_select(), real_pselect(), real_epoll_wait(), real_epoll_pwait());
     let _ = (real_epoll_pwait2(), real_pause(), real_sigsuspend(), real_sigwait(), real_sigwaitinfo());
-    let _ = real_sigtimedwait();
+    let _ = (real_sigtimedwait(), real_sem_timedwait(), real_sem_clockwait(), real_syscall());
 }
 
 /// Calls `f` (given what is left of the timeout, if any) until it ends for
@@ -302,4 +314,75 @@ pub unsafe extern "C" fn sigtimedwait(set: *const sigset_t, info: *mut libc::sig
         // SAFETY: the caller's set and buffer, with what is left of the timeout.
         until(deadline, |d| unsafe { real(set, info, left_or(d, timeout, &mut buf)) })
     })
+}
+
+/// # Safety
+/// Same contract as POSIX `sem_timedwait`. glibc waits on a futex with the
+/// absolute deadline and returns EINTR after any handler; the deadline stays
+/// valid, so after a preemption we simply wait again.
+#[no_mangle]
+pub unsafe extern "C" fn sem_timedwait(sem: *mut libc::sem_t, abstime: *const timespec) -> c_int {
+    let real = or_enosys!(real_sem_timedwait());
+    // SAFETY: forwarded verbatim.
+    until(None, |_| unsafe { real(sem, abstime) })
+}
+
+/// # Safety
+/// Same contract as glibc `sem_clockwait` (absolute deadline, as above).
+#[no_mangle]
+pub unsafe extern "C" fn sem_clockwait(sem: *mut libc::sem_t, clock: libc::clockid_t, abstime: *const timespec) -> c_int {
+    let real = or_enosys!(real_sem_clockwait());
+    // SAFETY: forwarded verbatim.
+    until(None, |_| unsafe { real(sem, clock, abstime) })
+}
+
+/// # Safety
+/// Same contract as `syscall(2)` (declared with its six possible arguments;
+/// callers that pass fewer leave the rest unused, as the kernel does).
+///
+/// Only futex waits are treated: programs and runtimes call them directly,
+/// and with a timeout the kernel returns EINTR after a handler instead of
+/// restarting. We wait again: with the same absolute deadline
+/// (FUTEX_WAIT_BITSET, FUTEX_LOCK_PI), or with what is left of a relative
+/// one (FUTEX_WAIT). Every other call passes through.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    n: libc::c_long,
+    a: libc::c_long,
+    b: libc::c_long,
+    c: libc::c_long,
+    d: libc::c_long,
+    e: libc::c_long,
+    f: libc::c_long,
+) -> libc::c_long {
+    let Some(real) = real_syscall() else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    const FUTEX_CMD_MASK: libc::c_long = !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME) as libc::c_long;
+    let cmd = if n == libc::SYS_futex { (b & FUTEX_CMD_MASK) as c_int } else { -1 };
+    let absolute_wait = matches!(cmd, libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | libc::FUTEX_WAIT_REQUEUE_PI);
+    if !(absolute_wait || cmd == libc::FUTEX_WAIT) || !in_function() {
+        // SAFETY: forwarded verbatim.
+        return unsafe { real(n, a, b, c, d, e, f) };
+    }
+    // FUTEX_WAIT's timeout is relative: retries wait for what is left.
+    let relative = if cmd == libc::FUTEX_WAIT { timespec_deadline(d as *const timespec) } else { None };
+    let mut left: timespec;
+    loop {
+        let m = Mark::now();
+        let timeout = match &relative {
+            Some(dl) => {
+                left = dl.remaining();
+                &left as *const timespec as libc::c_long
+            }
+            None => d,
+        };
+        // SAFETY: forwarded verbatim, or with our remaining timeout.
+        let r = blocking(|| unsafe { real(n, a, b, c, timeout, e, f) });
+        if r == -1 && errno() == libc::EINTR && m.preempted_only() {
+            continue;
+        }
+        return r;
+    }
 }
