@@ -167,7 +167,7 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     let run = move || {
         let a = args;
         // SAFETY: calling the program's main with the arguments glibc gave us.
-        unsafe { (a.main)(a.argc, a.argv, a.envp) }
+        unsafe { call_main(a.main, a.argc, a.argv, a.envp) }
     };
     let mut job = match linger::Builder::new().stack_size(opts.stack_size).launch(run, slice) {
         Ok(j) => j,
@@ -195,6 +195,31 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
             }
         }
     }
+}
+
+/// Calls `main` from a frame that unwinders see as the outermost one
+/// (`.cfi_undefined rip`), as `main`'s caller is in a plain run: a C++
+/// exception that nothing catches then ends in `std::terminate` (with its
+/// message and the program's terminate handler) instead of reaching the
+/// runtime's Rust frames, and linger's own call-chain walk stops here too.
+#[unsafe(naked)]
+unsafe extern "C" fn call_main(main: Main, argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int {
+    core::arch::naked_asm!(
+        ".cfi_startproc",
+        ".cfi_undefined rip",
+        "push rbp",
+        ".cfi_adjust_cfa_offset 8",
+        "mov rbp, rsp",
+        "mov rax, rdi",
+        "mov edi, esi",
+        "mov rsi, rdx",
+        "mov rdx, rcx",
+        "call rax",
+        "pop rbp",
+        ".cfi_adjust_cfa_offset -8",
+        "ret",
+        ".cfi_endproc",
+    )
 }
 
 /// A launch or resume failed. A stack overflow is the program's own fault and

@@ -181,7 +181,9 @@ pub(crate) fn frames_clear(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: 
             ra_set |= i == RA;
         }
         if !ra_set {
-            return None;
+            // gimli drops rules set to "undefined" (the default): a return
+            // address without a rule marks the outermost frame.
+            return Some(true);
         }
         next[RSP] = cfa;
         if cfa as usize <= sp {
