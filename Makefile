@@ -1,18 +1,33 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: tour test test-rust test-c test-valgrind bench header
+.PHONY: tour test test-rust test-c test-run test-compat test-valgrind compat bench header
 
 tour:
 	$(CARGO) run --release -q -p linger --example tour
 
-test: test-rust test-c test-valgrind
+test: test-rust test-c test-run test-compat test-valgrind
 
 test-rust:
 	$(CARGO) test --release --workspace
 
 test-c:
 	bash tests/c/run.sh
+
+# Unmodified programs under linger-run: each behaviour of tests/run/*.c must
+# be the same plainly, under --slice 20us, via LD_PRELOAD and unsliced.
+test-run:
+	bash tests/run/run.sh
+
+# Real upstream test suites, plain and under linger-run --slice 100us/20us,
+# compared test by test (the CI subsets; `make compat` runs the full sets).
+test-compat:
+	bash compat/gnulib.sh --subset --check
+	bash compat/python/regrtest.sh --subset --check
+
+compat:
+	bash compat/gnulib.sh --full
+	bash compat/python/regrtest.sh --full
 
 # The runtime leaks nothing across completion, panic, cancellation (unwound
 # and reclaimed) and stack overflow; valgrind also checks every access.
