@@ -85,7 +85,7 @@ pass() {
 declare -A known=(
     [sig_async.stack]="an asynchronous signal arriving between two slices runs its handler on linger-run's own stack"
     [sig_async.jump]="a siglongjmp into main from a handler that ran between two slices crashes"
-    [sig_own]="intermittent (seen once in about ten runs): poll(NULL, 0, 5000) interrupted by the program's SIGUSR1 did not return EINTR; not diagnosed yet"
+    [sig_own]="intermittent: a program signal without SA_RESTART that arrives between two slices finds main's blocked call already interrupted by the SA_RESTART preemption signal, so the call is restarted instead of failing with EINTR"
     [jmp.alarm]="the CPU loop runs inside a signal handler, which linger never preempts"
 )
 knowns=0

@@ -248,7 +248,13 @@ fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
         if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
             return false;
         }
-        b
+        // The call chain from libc's system call wrapper up: every frame but
+        // that first one must be clear (a scan would also read stale words
+        // that the wrapper's own earlier calls left in its frame).
+        match crate::unwind::frames_clear(table, uc, frame.stack_lo, frame.stack_hi, entry) {
+            Some(clear) => return clear,
+            None => b,
+        }
     } else {
         // Walk the real call chain when the unwind tables allow it: a scan
         // of every stack word would also see stale return addresses.
