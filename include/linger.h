@@ -40,6 +40,11 @@ typedef struct linger_opts_t {
   // functions that use no thread-local storage (`__thread`, `errno` kept
   // across a resume, ...): compiled code caches TLS addresses.
   bool migratable;
+  // Keep the program's signals blocked on the calling thread while the
+  // function is stopped, so that they are handled on its stack when it
+  // resumes (for callers that resume at once; see `Builder::hold_signals`).
+  // Not together with `migratable` (the launch fails with `EINVAL`).
+  bool hold_signals;
 } linger_opts_t;
 
 // Counters of the calling thread, from `linger::stats()` in Rust or

@@ -214,6 +214,14 @@ static void test_threads(int n) {
         pthread_join(t, NULL);
         CHECK(c.ret == 0 && l.is_complete && runs == 1, "migratable resume elsewhere: %d errno %d", c.ret, c.err);
 
+        /* Holding signals pins the function to its caller's thread. */
+        linger_opts_t both = {.migratable = true, .hold_signals = true};
+        runs = 0;
+        errno = 0;
+        l = linger_launch_opts(pause_fn, UINT64_MAX, NULL, &both);
+        CHECK(!l.is_complete && !l.continuation && errno == EINVAL && runs == 0,
+              "hold_signals with migratable: errno %d, want EINVAL and no launch", errno);
+
         /* Cancel from another thread (documented: reclaimed). */
         l = linger_launch(pause_fn, UINT64_MAX, NULL);
         c = (struct cross){.l = &l};

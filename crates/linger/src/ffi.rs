@@ -43,6 +43,11 @@ pub struct linger_opts_t {
     /// functions that use no thread-local storage (`__thread`, `errno` kept
     /// across a resume, ...): compiled code caches TLS addresses.
     pub migratable: bool,
+    /// Keep the program's signals blocked on the calling thread while the
+    /// function is stopped, so that they are handled on its stack when it
+    /// resumes (for callers that resume at once; see `Builder::hold_signals`).
+    /// Not together with `migratable` (the launch fails with `EINVAL`).
+    pub hold_signals: bool,
 }
 
 /// The C function type run by `linger_launch`.
@@ -204,7 +209,7 @@ pub unsafe extern "C" fn linger_launch_opts(
     let o = unsafe { opts.as_ref() }.copied().unwrap_or_default();
     // SAFETY: the C caller asserts with `migratable` that the function uses no
     // thread-local storage (documented on linger_opts_t).
-    let mut b = unsafe { Builder::new().migratable(o.migratable) };
+    let mut b = unsafe { Builder::new().migratable(o.migratable) }.hold_signals(o.hold_signals);
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }

@@ -38,6 +38,7 @@ mod overflow;
 mod preempt;
 mod ranges;
 mod runtime;
+mod sigmask;
 pub mod stack;
 mod stats;
 mod switch;
@@ -158,6 +159,7 @@ impl<'a, T> Linger<'a, T> {
 pub struct Builder {
     stack_size: Option<usize>,
     migratable: bool,
+    hold_signals: bool,
 }
 
 impl Builder {
@@ -190,6 +192,24 @@ impl Builder {
         self
     }
 
+    /// Keeps the program's asynchronous signals blocked on the calling
+    /// thread from the moment the function stops until it is resumed or
+    /// cancelled. A signal that arrives in between is then handled on the
+    /// function's own stack when it resumes, as if the function had never
+    /// stopped, and can still interrupt the blocking call it was stopped in
+    /// (a handler without `SA_RESTART` makes that call fail with `EINTR`).
+    ///
+    /// Meant for callers that resume the function at once, as `linger-run`
+    /// does with a program's `main`: such a caller never runs code of its
+    /// own while the signals are held. The synchronous faults (`SIGSEGV`,
+    /// `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`, `SIGSYS`) are never held.
+    /// Such a function cannot be [migratable](Builder::migratable): launching
+    /// one fails with [`Error::Config`].
+    pub fn hold_signals(mut self, yes: bool) -> Builder {
+        self.hold_signals = yes;
+        self
+    }
+
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
     pub fn launch<'a, T, F>(&self, f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
     where
@@ -201,8 +221,12 @@ impl Builder {
             Some(s) => config::checked_stack_size(s)?,
             None => cfg.stack_size,
         };
+        if self.hold_signals && self.migratable {
+            return Err(Error::Config("a function that holds signals cannot be migratable".into()));
+        }
+        let opts = runtime::LaunchOptions { migratable: self.migratable, hold_signals: self.hold_signals };
         let _scope = Scope::enter();
-        let inner = Inner::new(f, size, self.migratable, thread::ts())?;
+        let inner = Inner::new(f, size, opts, thread::ts())?;
         let mut l = Linger::Continuation(Continuation { inner, _borrows: PhantomData });
         if !timeout.is_zero() {
             drive(&mut l, timeout)?;

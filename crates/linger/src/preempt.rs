@@ -38,6 +38,7 @@
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
 use crate::ranges;
+use crate::sigmask;
 use crate::stats::bump;
 use crate::switch::{self, FpControl};
 use crate::thread::{now_ns, ts, Frame, Suspend, ThreadState, NEVER};
@@ -94,7 +95,9 @@ pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
         // must not stay blocked in the caller. Re-entry is harmless: the timer
         // is one-shot and disarmed while the handler runs.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_NODEFER;
-        libc::sigemptyset(&mut sa.sa_mask);
+        // The program's own signals wait until the handler is done (see
+        // `sigmask`); `switch_out` decides what the caller gets.
+        sa.sa_mask = sigmask::as_sigset(sigmask::compute(signo));
         if sigaction(signo, &sa, std::ptr::null_mut()) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
@@ -139,14 +142,47 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
     f.reason.set(why);
+    // The caller gets the function's signal mask, as before the switch; with
+    // `hold_signals` plus the program's signals, until it resumes us.
+    // SAFETY: a non-null `uc` is the live signal context of this handler.
+    let mask = if uc.is_null() { None } else { Some(sigmask::word(unsafe { &(*uc).uc_sigmask })) };
+    if f.hold_signals {
+        // In the handler they are blocked already (its sa_mask).
+        let own = mask.unwrap_or_else(sigmask::hold);
+        f.held.set(Some(own));
+    } else if let Some(m) = mask {
+        sigmask::set(m);
+    }
     let fp = FpControl::save();
     compiler_fence(Ordering::SeqCst);
     // SAFETY: the yielder belongs to the coroutine we are running on.
     unsafe { switch::suspend(f.yielder.get(), why) };
     compiler_fence(Ordering::SeqCst);
     fp.restore_if_changed();
+    if !uc.is_null() {
+        // Back in the handler: hold the program's signals again until it
+        // returns, when `rt_sigreturn` restores the function's mask.
+        if f.held.take().is_none() {
+            sigmask::hold();
+        }
+    }
     f.in_handler.set(false);
     f.ucontext.set(std::ptr::null_mut());
+}
+
+/// After a resume outside the handler (a `pause()` or a deferred
+/// preemption): gives the function its own mask back if the caller held the
+/// program's signals. Called once the transit is over, so that a handler
+/// that runs now (and may `siglongjmp`) finds the runtime consistent.
+fn release_held() {
+    let frame = ts().current.get();
+    if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is the live function that was just resumed.
+    if let Some(m) = unsafe { (*frame).held.take() } {
+        sigmask::set(m);
+    }
 }
 
 /// Called on the function's side right after control arrives (first start or
@@ -213,6 +249,7 @@ pub(crate) fn exit_scope(unwindable: bool) {
     ts.defer.set(d);
     if d == 0 && ts.pending.get() && take_pending(ts, unwindable) {
         landed();
+        release_held();
     }
 }
 
@@ -229,6 +266,7 @@ pub(crate) fn pause(unwindable: bool) {
     // to pause() from its code runs on its stack.
     unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
     landed();
+    release_held();
 }
 
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
@@ -265,6 +303,45 @@ fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
     };
     scan_clear(table, from, entry)
 }
+
+/// The function is about to return from this handler to the `syscall`
+/// instruction of an interposed blocking call: the kernel rewound it to
+/// restart the call (our handler has `SA_RESTART`), or the signal came just
+/// before the call. Make the call fail with EINTR instead (skip the
+/// instruction with `-EINTR` as its result), so that the interposer decides:
+/// it retries unless a program handler ran since the program's call began.
+///
+/// Restarting in the kernel would lose that handler's EINTR whenever the
+/// program signal runs in a window the kernel cannot see: while this handler
+/// runs (its mask holds the program's signals, which are delivered when it
+/// returns, just before the restarted call), and while the function is stopped
+/// with its signals held. Costs one more system call per preemption of a
+/// blocked call.
+/// How far below an interposer's frame libc's system call may run (see
+/// `interrupt_blocked_call`); a signal frame is at least ~1.1 KiB.
+const MAX_SYSCALL_DEPTH: usize = 768;
+
+fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
+    let g = &mut uc.uc_mcontext.gregs;
+    let pc = g[libc::REG_RIP as usize] as usize;
+    let sp = g[libc::REG_RSP as usize] as usize;
+    let b = f.blocking_sp.get();
+    // The system call must be the one the interposer made: libc's wrapper
+    // runs a few dozen bytes below it (48 for `read`). A program handler
+    // that interrupted the call and makes system calls of its own (or
+    // returns through `__restore_rt`'s) runs below a kernel signal frame,
+    // which alone takes more than this.
+    if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
+        return;
+    }
+    let Some(table) = ranges::table() else { return };
+    if !table.is_known(pc) || !ranges::at_syscall_instruction(pc) {
+        return;
+    }
+    g[libc::REG_RAX as usize] = -(libc::EINTR as i64);
+    g[libc::REG_RIP as usize] = (pc + 2) as i64;
+}
+
 
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
@@ -304,7 +381,8 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     // SAFETY: errno location is valid for the thread.
     let saved_errno = unsafe { *libc::__errno_location() };
     let ts = ts();
-    ts.signals.set(ts.signals.get() + 1);
+    let counts = crate::thread::signal_counts(ts);
+    counts.ours.set(counts.ours.get() + 1);
     ts.armed.set(NEVER); // one-shot: it just expired
     let frame = ts.current.get();
     if frame.is_null() {
@@ -326,6 +404,13 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // SAFETY: `current` always points to a live frame (the runtime clears
         // it before a frame is freed); the kernel passes a valid ucontext.
         unsafe { decide(ts, &*frame, uc as *mut libc::ucontext_t) };
+    }
+    if !frame.is_null() {
+        // Whether it was stopped and resumed or not, the function returns to
+        // its interrupted instruction now.
+        // SAFETY: the frame is live (its function is the one interrupted,
+        // and it is running again); the kernel's ucontext is ours to edit.
+        unsafe { interrupt_blocked_call(&*frame, &mut *(uc as *mut libc::ucontext_t)) };
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved_errno };

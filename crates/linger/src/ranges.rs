@@ -133,6 +133,13 @@ pub(crate) fn at_syscall(pc: usize) -> bool {
     }
 }
 
+/// Is `pc` exactly at a `syscall` instruction (a call about to start, or one
+/// the kernel rewound to restart it)?
+pub(crate) fn at_syscall_instruction(pc: usize) -> bool {
+    // SAFETY: as in `at_syscall`.
+    unsafe { std::slice::from_raw_parts(pc as *const u8, 2) == [0x0F, 0x05] }
+}
+
 /// The current table, if built. Async-signal-safe.
 pub(crate) fn table() -> Option<&'static Table> {
     let p = TABLE.load(Ordering::Acquire);

@@ -118,6 +118,13 @@ pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
     crate::clock::now(t).checked_add(ns).unwrap_or(NEVER)
 }
 
+/// Per-launch choices (see [`crate::Builder`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LaunchOptions {
+    pub migratable: bool,
+    pub hold_signals: bool,
+}
+
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
 /// header of its own stack (stable address, no heap allocation per launch).
 pub(crate) struct Inner<T> {
@@ -177,7 +184,7 @@ fn call_user<T, F: FnOnce() -> T>(f: F) -> T {
 
 impl<T> Inner<T> {
     /// Creates a preemptible function without running it.
-    pub(crate) fn new<'a, F>(f: F, stack_size: usize, migratable: bool, t: &ThreadState) -> Result<Inner<T>, Error>
+    pub(crate) fn new<'a, F>(f: F, stack_size: usize, opts: LaunchOptions, t: &ThreadState) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + 'a,
     {
@@ -209,7 +216,10 @@ impl<T> Inner<T> {
                 reason: Cell::new(Suspend::Preempted),
                 retries: Cell::new(0),
                 home: Cell::new(thread_key()),
-                migratable,
+                migratable: opts.migratable,
+                hold_signals: opts.hold_signals,
+                held: Cell::new(None),
+                counts: crate::thread::SignalCounts::new(),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
             })
@@ -394,6 +404,9 @@ impl<T> Inner<T> {
         if f.running.get() {
             return Err(Error::Busy);
         }
+        // A function that held the program's signals on our side while it
+        // was stopped: they are ours again once it is gone.
+        let held = f.held.take();
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
@@ -433,6 +446,9 @@ impl<T> Inner<T> {
             crate::Cancelled::Unwound
         };
         self.recycle_stack();
+        if let Some(m) = held {
+            crate::sigmask::set(m);
+        }
         Ok(kind)
     }
 }

@@ -28,6 +28,45 @@ pub(crate) enum Suspend {
     Preempted,
 }
 
+/// Signal handler runs, counted so that an interposed call can tell an
+/// EINTR caused by preemption from one the program's own handler caused.
+/// Kept per function (they move with it between threads, and ignore what its
+/// caller handled while it was stopped) and per thread (outside functions).
+pub(crate) struct SignalCounts {
+    /// Entries into the preemption handler.
+    pub ours: Cell<u64>,
+    /// Runs of the program's handlers.
+    pub theirs: Cell<u64>,
+    /// Runs of the program's handlers installed without `SA_RESTART`.
+    pub interrupting: Cell<u64>,
+}
+
+impl SignalCounts {
+    pub(crate) const fn new() -> SignalCounts {
+        SignalCounts { ours: Cell::new(0), theirs: Cell::new(0), interrupting: Cell::new(0) }
+    }
+
+    pub(crate) fn bump_theirs(&self, restart: bool) {
+        self.theirs.set(self.theirs.get() + 1);
+        if !restart {
+            self.interrupting.set(self.interrupting.get() + 1);
+        }
+    }
+}
+
+/// The counts of the running function, or of the thread outside functions.
+/// Async-signal-safe.
+pub(crate) fn signal_counts(t: &ThreadState) -> &SignalCounts {
+    let f = t.current.get();
+    if f.is_null() {
+        &t.counts
+    } else {
+        // SAFETY: `current` is live while it runs; the reference is used
+        // before any switch.
+        unsafe { &(*f).counts }
+    }
+}
+
 /// The type-independent part of a running or paused preemptible function.
 /// Lives inside the boxed continuation, so its address is stable.
 pub(crate) struct Frame {
@@ -68,6 +107,14 @@ pub(crate) struct Frame {
     /// Thread the function belongs to (address of that thread's state).
     pub home: Cell<u64>,
     pub migratable: bool,
+    /// Keep the program's signals blocked on the caller's side while the
+    /// function is stopped (see `Builder::hold_signals`).
+    pub hold_signals: bool,
+    /// While stopped with `hold_signals`: the mask to give back to the thread
+    /// (the function's own, from when it stopped).
+    pub held: Cell<Option<u64>>,
+    /// Signal handler runs while this function ran.
+    pub counts: SignalCounts,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).
@@ -96,12 +143,8 @@ pub(crate) struct ThreadState {
     /// Unique id of this thread (0 until first needed); never reused, unlike
     /// the address of this state, which glibc recycles with thread stacks.
     pub id: Cell<u64>,
-    /// Entries into the preemption handler on this thread (lets interposed
-    /// calls tell our EINTRs from the program's).
-    pub signals: Cell<u64>,
-    /// Entries into the program's own signal handlers on this thread
-    /// (counted by the trampoline of `interpose::signals`).
-    pub user_signals: Cell<u64>,
+    /// Signal handler runs on this thread outside preemptible functions.
+    pub counts: SignalCounts,
     /// The program blocked the preemption signal on this thread (as far as
     /// it knows: the real mask never does).
     pub shadow_blocked: Cell<bool>,
@@ -123,8 +166,7 @@ thread_local! {
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
             id: Cell::new(0),
-            signals: Cell::new(0),
-            user_signals: Cell::new(0),
+            counts: SignalCounts::new(),
             unwind_ctx: Cell::new(ptr::null_mut()),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),

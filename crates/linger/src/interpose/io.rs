@@ -119,16 +119,23 @@ fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
 /// kernel does.
 fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut() -> R) -> R {
     let start = super::now(libc::CLOCK_MONOTONIC);
+    let m = Mark::now();
     let mut deadline: Option<Option<Deadline>> = None;
     loop {
-        let m = Mark::now();
         let r = blocking(&mut f);
-        if r != R::from(-1) || errno() != libc::EINTR || !m.preempted_only() {
+        if r != R::from(-1) || errno() != libc::EINTR {
             return r;
         }
         let d = *deadline.get_or_insert_with(|| {
             socket_timeout(fd, input).map(|t| Deadline::at(super::add(start, &t)))
         });
+        // Without a socket timeout the kernel restarts these calls after a
+        // handler with SA_RESTART: only the program's other handlers count.
+        let ours = if d.is_some() { m.preempted_only() } else { m.preempted_only_restartable() };
+        if !ours {
+            set_errno(libc::EINTR); // the socket query may have changed it
+            return r;
+        }
         if let Some(d) = d {
             let events = if input { libc::POLLIN } else { libc::POLLOUT };
             let mut p = libc::pollfd { fd, events, revents: 0 };
@@ -381,17 +388,20 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
     let start = super::now(libc::CLOCK_MONOTONIC);
     let deadline = std::cell::OnceCell::new();
     let mut retried = false;
+    let m = Mark::now();
     loop {
-        let m = Mark::now();
         // SAFETY: forwarded verbatim.
         let r = blocking(|| unsafe { real(fd, addr, alen) });
         if r == 0 {
             return 0;
         }
         let e = errno();
-        if e == libc::EINTR && m.preempted_only() {
-            let d: &Option<Deadline> =
-                deadline.get_or_init(|| socket_timeout(fd, false).map(|t| Deadline::at(super::add(start, &t))));
+        let d: Option<&Option<Deadline>> = (e == libc::EINTR)
+            .then(|| deadline.get_or_init(|| socket_timeout(fd, false).map(|t| Deadline::at(super::add(start, &t)))));
+        // As in `retry_fd`: restarted after SA_RESTART handlers unless the
+        // socket has a timeout.
+        set_errno(e); // the socket query may have changed it
+        if let Some(d) = d.filter(|d| if d.is_some() { m.preempted_only() } else { m.preempted_only_restartable() }) {
             if d.is_some_and(|d| d.remaining_ms() == 0) {
                 set_errno(libc::EAGAIN);
                 return -1;
@@ -471,8 +481,8 @@ pub unsafe extern "C" fn semtimedop(id: c_int, ops: *mut libc::sembuf, n: size_t
         _ => return retry(|| unsafe { real(id, ops, n, timeout) }),
     };
     let mut left = deadline.remaining();
+    let m = Mark::now();
     loop {
-        let m = Mark::now();
         // SAFETY: the caller's operations and our remaining timeout.
         let r = blocking(|| unsafe { real(id, ops, n, &left) });
         if r == -1 && errno() == libc::EINTR && m.preempted_only() {

@@ -115,41 +115,76 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Which signals ran on this thread between two points: lets a wrapper tell
-/// an interruption by preemption (retry it) from one by the program's own
+/// Which signal handlers ran between two points: lets a wrapper tell an
+/// interruption by preemption (retry it) from one by the program's own
 /// signal handler (report it, as libc would).
+///
+/// Wrappers take their mark once, when the program's call begins, not before
+/// each retry: a handler that runs between two attempts (the retry itself is
+/// not atomic) then still makes the call fail with EINTR, at the latest when
+/// the next preemption interrupts the attempt that followed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {
+    /// The running function (its counts), or null and the thread's id.
+    frame: *mut crate::thread::Frame,
     thread: u64,
     ours: u64,
     theirs: u64,
+    interrupting: u64,
+    /// The program's errno when its call began: a retried attempt's EINTR
+    /// must not show after a call that then succeeds.
+    errno: c_int,
 }
 
 impl Mark {
     pub(crate) fn now() -> Mark {
-        let key = crate::thread::thread_key();
         let t = ts();
-        Mark { thread: key, ours: t.signals.get(), theirs: t.user_signals.get() }
+        let frame = t.current.get();
+        let thread = if frame.is_null() { crate::thread::thread_key() } else { 0 };
+        let c = crate::thread::signal_counts(t);
+        Mark {
+            frame,
+            thread,
+            ours: c.ours.get(),
+            theirs: c.theirs.get(),
+            interrupting: c.interrupting.get(),
+            errno: errno(),
+        }
     }
 
-    /// Did only the preemption signal interrupt us since `self`? (A function
-    /// resumed on another thread was certainly preempted; that thread's
-    /// counters are not comparable.)
+    /// Did only the preemption signal interrupt us since `self`? For calls
+    /// that fail with EINTR after any handler.
     pub(crate) fn preempted_only(self) -> bool {
+        self.judge(|now| now.theirs == self.theirs)
+    }
+
+    /// The same for calls the kernel restarts after handlers installed with
+    /// `SA_RESTART`: only the program's other handlers count.
+    pub(crate) fn preempted_only_restartable(self) -> bool {
+        self.judge(|now| now.interrupting == self.interrupting)
+    }
+
+    /// True means "retry": errno is then reset to the program's.
+    fn judge(self, quiet: impl FnOnce(&Mark) -> bool) -> bool {
         let now = Mark::now();
-        if now.thread != self.thread {
-            return true;
+        // Counts of another frame or thread are not comparable (cannot
+        // happen within one call of a function, whose counts move with it):
+        // assume preemption.
+        let ours = now.frame != self.frame || now.thread != self.thread || (now.ours != self.ours && quiet(&now));
+        if ours {
+            set_errno(self.errno);
         }
-        now.ours != self.ours && now.theirs == self.theirs
+        ours
     }
 }
 
 /// Calls `f` until it fails with anything but an EINTR caused by preemption
-/// alone, for calls that return -1 and set errno and have no timeout.
+/// alone, for calls that return -1 and set errno, have no timeout and are
+/// never restarted after a handler (System V IPC).
 #[inline]
 pub(crate) fn retry<R: PartialEq + From<i8>>(mut f: impl FnMut() -> R) -> R {
+    let m = Mark::now();
     loop {
-        let m = Mark::now();
         let r = blocking(&mut f);
         if r == R::from(-1) && errno() == libc::EINTR && m.preempted_only() {
             continue;

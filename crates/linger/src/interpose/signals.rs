@@ -175,8 +175,16 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
         }
         return;
     }
-    let t = ts();
-    t.user_signals.set(t.user_signals.get() + 1);
+    crate::thread::signal_counts(ts()).bump_theirs(SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_RESTART != 0);
+    if !uc.is_null() {
+        // The mask the kernel would have set for this handler: the
+        // interrupted code's plus the handler's `sa_mask` (the preemption
+        // handler's own holds every program signal).
+        let mut m = SHADOW_MASK[0].load(Ordering::Relaxed) & !crate::sigmask::bit(sig);
+        // SAFETY: the kernel passes a valid ucontext to SA_SIGINFO handlers.
+        m |= crate::sigmask::word(unsafe { &(*(uc as *const libc::ucontext_t)).uc_sigmask });
+        crate::sigmask::set(m);
+    }
     if SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
         let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
@@ -190,9 +198,9 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
 
 /// Runs the program's handler for `sig`.
 extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
-    let t = ts();
-    t.user_signals.set(t.user_signals.get() + 1);
     let idx = sig as usize;
+    let restart = idx < NSIG && FLAGS[idx].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
+    crate::thread::signal_counts(ts()).bump_theirs(restart);
     if idx >= NSIG {
         return;
     }

@@ -44,8 +44,8 @@ unsafe fn sleep_core(clock: libc::clockid_t, flags: c_int, req: *const timespec,
         }
         add(now, &r)
     };
+    let mark = Mark::now();
     loop {
-        let mark = Mark::now();
         // SAFETY: valid deadline pointer; no remainder needed for ABSTIME.
         let e = blocking(|| unsafe { real(clock, libc::TIMER_ABSTIME, &deadline, std::ptr::null_mut()) });
         if e != libc::EINTR {

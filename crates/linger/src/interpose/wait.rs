@@ -93,8 +93,8 @@ pub(crate) fn prepare() {
 /// Calls `f` (given what is left of the timeout, if any) until it ends for
 /// any reason but an EINTR caused by preemption alone.
 fn until(deadline: Option<Deadline>, mut f: impl FnMut(Option<&Deadline>) -> c_int) -> c_int {
+    let m = Mark::now();
     loop {
-        let m = Mark::now();
         let r = blocking(|| f(deadline.as_ref()));
         if r == -1 && errno() == libc::EINTR && m.preempted_only() {
             continue;
@@ -369,8 +369,8 @@ pub unsafe extern "C" fn syscall(
     // FUTEX_WAIT's timeout is relative: retries wait for what is left.
     let relative = if cmd == libc::FUTEX_WAIT { timespec_deadline(d as *const timespec) } else { None };
     let mut left: timespec;
+    let m = Mark::now();
     loop {
-        let m = Mark::now();
         let timeout = match &relative {
             Some(dl) => {
                 left = dl.remaining();
