@@ -147,11 +147,6 @@ declare -A subset_ignored=(
     # costs no CPU time, but under slicing the deadline still fires every
     # slice while main sleeps, and each preemption and resume costs CPU
     [test_time]="test_process_time test_thread_time"
-    # a known difference (docs/compatibility.md): an alarm that lands between
-    # two slices runs its handler there, and the read it should interrupt
-    # (already interrupted by the SA_RESTART preemption signal) is restarted
-    # instead of failing with EINTR, so the test waits forever
-    [test_io]="test_interrupted_*"
     # the default selector is epoll (tested as such); select() has test_select
     [test_selectors]="DefaultSelectorTestCase SelectSelectorTestCase"
     # the NoPoll variant repeats ProcessTestCase with select(); the others

@@ -83,9 +83,6 @@ pass() {
 # differences"): they still run, are reported as `known NAME MODE (why)` and
 # do not fail the run. Remove an entry when its cause is fixed.
 declare -A known=(
-    [sig_async.stack]="an asynchronous signal arriving between two slices runs its handler on linger-run's own stack"
-    [sig_async.jump]="a siglongjmp into main from a handler that ran between two slices crashes"
-    [sig_own]="intermittent: a program signal without SA_RESTART that arrives between two slices finds main's blocked call already interrupted by the SA_RESTART preemption signal, so the call is restarted instead of failing with EINTR"
     [jmp.alarm]="the CPU loop runs inside a signal handler, which linger never preempts"
 )
 knowns=0

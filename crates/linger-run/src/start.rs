@@ -169,7 +169,10 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
         // SAFETY: calling the program's main with the arguments glibc gave us.
         unsafe { call_main(a.main, a.argc, a.argv, a.envp) }
     };
-    let mut job = match linger::Builder::new().stack_size(opts.stack_size).launch(run, slice) {
+    // Held signals: the loop below resumes `main` at once, so a signal that
+    // arrives while it is stopped is handled on its own stack when it
+    // resumes, and can still interrupt the call it was blocked in.
+    let mut job = match linger::Builder::new().stack_size(opts.stack_size).hold_signals(true).launch(run, slice) {
         Ok(j) => j,
         Err(e) => return failed(&name, e, opts.stack_size),
     };
