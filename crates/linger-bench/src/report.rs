@@ -550,12 +550,12 @@ fn run(s: &mut String, o: &Outcome, plots: bool) {
     let _ = writeln!(
         s,
         "\nWhat the overhead consists of: each preemption is one timer signal plus two context switches (from \
-         the program's `main()` to linger-run's resume loop on the same thread, and straight back), about \
-         25-35 us on this VM as sections 1 and 3 measure; \"extra per preemption\" = (median - plain median) / \
+         the program's `main()` to linger-run's resume loop on the same thread, and straight back), which \
+         sections 1 and 3 measure on their own (the preempt + resume cycle); \"extra per preemption\" = (median - plain median) / \
          preemptions per run{}. `linger-run --` without a slice adds only an exec, loading `liblinger_run.so` \
          and starting linger's runtime. A deferral is a timer expiry at which the program could not be stopped \
-         (it was in code that must not be interrupted, such as libc, or linger's conservative scan of its \
-         stack found what looks like a return address into such code) and that linger retried shortly after; \
+         (it was in code that must not be interrupted, such as libc, or its call chain passed through such \
+         code) and that linger retried shortly after; \
          each costs a signal as well. \"worst overrun\" covers the preemptions that were taken (deadline to \
          handler), so a program whose preemptions were all deferred shows none. Code in shared libraries is \
          never preempted unless `LINGER_PREEMPTIBLE_LIBS` names it.\n",
