@@ -459,11 +459,22 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         }
         compiler_fence(Ordering::SeqCst);
         if !ts.pending.get() {
-            break;
+            // Close the handler's scope, then look again: a timer armed just
+            // above can fire between the check and the close, and its
+            // handler, seeing the scope open, only sets `pending` (once the
+            // scope is closed a signal decides for itself). Left unnoticed,
+            // that deadline would be lost: the timer has expired and no
+            // scope exit remains to take it.
+            ts.defer.set(0);
+            compiler_fence(Ordering::SeqCst);
+            if !ts.pending.get() {
+                return;
+            }
+            ts.defer.set(1);
+            compiler_fence(Ordering::SeqCst);
         }
         // The timer fired again while we were arming it: decide afresh.
     }
-    ts.defer.set(0);
 }
 
 /// The shortest delay worth arming: what arming itself costs on this machine

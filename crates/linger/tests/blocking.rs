@@ -127,3 +127,44 @@ fn program_signals_still_interrupt_sleep() {
     assert!(t.elapsed() < Duration::from_secs(1));
     assert!(rem.tv_sec >= 1, "remaining time reported: {}s", rem.tv_sec);
 }
+
+/// Thousands of very short slices over a blocked read: every deadline must
+/// come back to the caller. (A timer that fired just as the handler closed
+/// its scope was once lost, leaving the function blocked for good.)
+#[test]
+fn no_deadline_is_lost_over_many_short_slices_of_a_blocked_read() {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = done.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        if !watch.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("a blocked read was never preempted again: deadline lost");
+            std::process::abort();
+        }
+    });
+    for round in 0..1500u32 {
+        let (r, w) = pipe();
+        let mut l = launch(
+            move || {
+                let mut buf = [0u8; 4];
+                unsafe { libc::read(r, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) }
+            },
+            Duration::from_micros(50),
+        )
+        .unwrap();
+        for _ in 0..50 {
+            assert!(l.is_continuation(), "round {round}: read returned without data");
+            resume(&mut l, Duration::from_micros(50)).unwrap();
+        }
+        assert_eq!(unsafe { libc::write(w, b"x".as_ptr() as *const libc::c_void, 1) }, 1);
+        while l.is_continuation() {
+            resume(&mut l, Duration::from_micros(50)).unwrap();
+        }
+        assert_eq!(l.completion(), Some(1));
+        unsafe {
+            libc::close(r);
+            libc::close(w);
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+}
