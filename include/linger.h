@@ -45,6 +45,10 @@ typedef struct linger_opts_t {
   // resumes (for callers that resume at once; see `Builder::hold_signals`).
   // Not together with `migratable` (the launch fails with `EINVAL`).
   bool hold_signals;
+  // Leave a function blocked in a system call alone when its deadline
+  // passes, and stop it shortly after the call returns (for callers that
+  // would only resume it at once; see `Builder::preempt_blocked`).
+  bool leave_blocked;
 } linger_opts_t;
 
 // Counters of the calling thread, from `linger::stats()` in Rust or
@@ -77,6 +81,9 @@ typedef struct linger_stats_t {
   uint64_t panics;
   // Largest delay between a deadline and the preemption, in nanoseconds.
   uint64_t worst_overrun_ns;
+  // Deadlines that found a function blocked in a system call and left it
+  // waiting until the call returned (`Builder::preempt_blocked(false)`).
+  uint64_t blocked_deadlines;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.

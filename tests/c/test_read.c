@@ -7,6 +7,7 @@
 #include "common.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 
 struct reader {
     int fd;
@@ -144,11 +145,53 @@ static void test_write(int n) {
     }
 }
 
+/* leave_blocked: the deadline leaves the wait alone (no timer signals while
+ * it blocks) and the function is stopped, or ends, only after the data came. */
+static void *write_later(void *arg) {
+    int fd = *(int *)arg;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK(write(fd, "late", 4) == 4, "helper write");
+    return NULL;
+}
+
+static void test_leave_blocked(int n) {
+    for (int i = 0; i < n; i++) {
+        int fds[2];
+        CHECK(pipe(fds) == 0, "pipe");
+        struct reader r = {.fd = fds[0], .ret = -2};
+        linger_stats_t before, after;
+        CHECK(linger_stats(&before) == 0, "linger_stats");
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, write_later, &fds[1]) == 0, "pthread_create");
+        linger_opts_t o = {.leave_blocked = true};
+        linger_t l = linger_launch_opts(reader_fn, 1000, &r, &o);
+        CHECK(l.is_complete || l.continuation, "iteration %d: launch failed (errno %d)", i, errno);
+        /* 1 ms slices over a 20 ms wait: stopped only before the read starts
+         * (on a loaded machine) and just after it returns, never inside. */
+        int stops = 0;
+        while (!l.is_complete) {
+            CHECK(linger_resume(&l, 1000) == 0, "resume");
+            stops++;
+        }
+        CHECK(r.ret == 4 && r.err == 0, "iteration %d: read returned %zd (errno %d)", i, r.ret, r.err);
+        CHECK(stops < 10, "iteration %d: stopped %d times in a 20 ms wait with 1 ms slices", i, stops);
+        CHECK(linger_stats(&after) == 0, "linger_stats");
+        CHECK(after.blocked_deadlines - before.blocked_deadlines == 1,
+              "iteration %d: %llu deadlines left the wait alone, want 1", i,
+              (unsigned long long)(after.blocked_deadlines - before.blocked_deadlines));
+        pthread_join(t, NULL);
+        close(fds[0]);
+        close(fds[1]);
+    }
+}
+
 int main(void) {
     watchdog(60, "test_read hung");
     test_read(iters(100));
     test_read_stream(iters(200));
     test_write(iters(100));
+    test_leave_blocked(iters(10));
     PASS("test_read");
     return 0;
 }

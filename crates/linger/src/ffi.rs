@@ -48,6 +48,10 @@ pub struct linger_opts_t {
     /// resumes (for callers that resume at once; see `Builder::hold_signals`).
     /// Not together with `migratable` (the launch fails with `EINVAL`).
     pub hold_signals: bool,
+    /// Leave a function blocked in a system call alone when its deadline
+    /// passes, and stop it shortly after the call returns (for callers that
+    /// would only resume it at once; see `Builder::preempt_blocked`).
+    pub leave_blocked: bool,
 }
 
 /// The C function type run by `linger_launch`.
@@ -209,7 +213,9 @@ pub unsafe extern "C" fn linger_launch_opts(
     let o = unsafe { opts.as_ref() }.copied().unwrap_or_default();
     // SAFETY: the C caller asserts with `migratable` that the function uses no
     // thread-local storage (documented on linger_opts_t).
-    let mut b = unsafe { Builder::new().migratable(o.migratable) }.hold_signals(o.hold_signals);
+    let mut b = unsafe { Builder::new().migratable(o.migratable) }
+        .hold_signals(o.hold_signals)
+        .preempt_blocked(!o.leave_blocked);
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }

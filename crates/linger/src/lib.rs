@@ -160,6 +160,8 @@ pub struct Builder {
     stack_size: Option<usize>,
     migratable: bool,
     hold_signals: bool,
+    /// `Some(false)`: leave blocked calls alone (see `preempt_blocked`).
+    preempt_blocked: Option<bool>,
 }
 
 impl Builder {
@@ -210,6 +212,19 @@ impl Builder {
         self
     }
 
+    /// Whether a deadline that passes while the function is blocked in a
+    /// system call through one of linger's wrappers (`read`, `poll`,
+    /// `nanosleep`, ...; see `docs/safety.md`) stops it there. Yes by
+    /// default: the caller gets control back on time even from a function
+    /// that waits. With `false` the call goes on undisturbed, with no timer
+    /// signals while it blocks, and the function is stopped shortly after
+    /// the call returns. Meant for callers that would only resume it at once
+    /// (`linger-run`): a program that sleeps then costs no CPU time.
+    pub fn preempt_blocked(mut self, yes: bool) -> Builder {
+        self.preempt_blocked = Some(yes);
+        self
+    }
+
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
     pub fn launch<'a, T, F>(&self, f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
     where
@@ -224,7 +239,11 @@ impl Builder {
         if self.hold_signals && self.migratable {
             return Err(Error::Config("a function that holds signals cannot be migratable".into()));
         }
-        let opts = runtime::LaunchOptions { migratable: self.migratable, hold_signals: self.hold_signals };
+        let opts = runtime::LaunchOptions {
+            migratable: self.migratable,
+            hold_signals: self.hold_signals,
+            preempt_blocked: self.preempt_blocked.unwrap_or(true),
+        };
         let _scope = Scope::enter();
         let inner = Inner::new(f, size, opts, thread::ts())?;
         let mut l = Linger::Continuation(Continuation { inner, _borrows: PhantomData });

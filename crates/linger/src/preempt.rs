@@ -317,6 +317,39 @@ fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
 /// returns, just before the restarted call), and while the function is stopped
 /// with its signals held. Costs one more system call per preemption of a
 /// blocked call.
+/// Is the function at (or just after) the system call of an interposed
+/// blocking call? (Same test as `interrupt_blocked_call`.)
+fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    let pc = g[libc::REG_RIP as usize] as usize;
+    let sp = g[libc::REG_RSP as usize] as usize;
+    let b = f.blocking_sp.get();
+    if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
+        return false;
+    }
+    ranges::table().is_some_and(|t| t.is_known(pc)) && ranges::at_syscall(pc)
+}
+
+/// An interposed blocking call returns to the program: if its function's
+/// deadline passed while it blocked and was left for now, stop it shortly
+/// (one minimum delay from now, at the handler's next decision).
+pub(crate) fn blocked_call_returns() {
+    let ts = ts();
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is the live function that is running this call.
+    let f = unsafe { &*frame };
+    if f.overdue.replace(false) {
+        // The slice ended when the wait did (the wait is not the function's
+        // overrun): stop it one minimum delay from now.
+        let now = now_ns();
+        f.deadline.set(now);
+        let _ = timer::arm(ts, now + min_delay(ts));
+    }
+}
+
 /// How far below an interposer's frame libc's system call may run (see
 /// `interrupt_blocked_call`); a signal frame is at least ~1.1 KiB.
 const MAX_SYSCALL_DEPTH: usize = 768;
@@ -429,6 +462,13 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         if now < deadline {
             bump(&ts.stats.spurious_signals);
             let _ = timer::arm(ts, deadline);
+        } else if !f.preempt_blocked && blocked_in_call(f, unsafe { &*ucp }) {
+            // Leave it waiting, with no timer, until the call returns to the
+            // program (`blocked_call_returns`). The call itself goes on: the
+            // handler's return makes it fail with EINTR into its wrapper,
+            // which calls again.
+            f.overdue.set(true);
+            bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
             if safe_point(f, unsafe { &*ucp }) {

@@ -119,10 +119,11 @@ pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
 }
 
 /// Per-launch choices (see [`crate::Builder`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct LaunchOptions {
     pub migratable: bool,
     pub hold_signals: bool,
+    pub preempt_blocked: bool,
 }
 
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
@@ -219,6 +220,8 @@ impl<T> Inner<T> {
                 migratable: opts.migratable,
                 hold_signals: opts.hold_signals,
                 held: Cell::new(None),
+                preempt_blocked: opts.preempt_blocked,
+                overdue: Cell::new(false),
                 counts: crate::thread::SignalCounts::new(),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),

@@ -37,6 +37,9 @@ pub struct Stats {
     pub panics: u64,
     /// Largest delay between a deadline and the preemption, in nanoseconds.
     pub worst_overrun_ns: u64,
+    /// Deadlines that found a function blocked in a system call and left it
+    /// waiting until the call returned (`Builder::preempt_blocked(false)`).
+    pub blocked_deadlines: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -62,7 +65,7 @@ macro_rules! cells {
 
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
-    cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns,
+    cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
 }
 
 /// Counters of the calling thread.

@@ -113,6 +113,12 @@ pub(crate) struct Frame {
     /// While stopped with `hold_signals`: the mask to give back to the thread
     /// (the function's own, from when it stopped).
     pub held: Cell<Option<u64>>,
+    /// Stop the function at the system call of a blocked interposed call
+    /// when its deadline passes (see `Builder::preempt_blocked`).
+    pub preempt_blocked: bool,
+    /// Its deadline passed while it was blocked and was left for when the
+    /// call returns.
+    pub overdue: Cell<bool>,
     /// Signal handler runs while this function ran.
     pub counts: SignalCounts,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.

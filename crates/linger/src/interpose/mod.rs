@@ -122,59 +122,76 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// Wrappers take their mark once, when the program's call begins, not before
 /// each retry: a handler that runs between two attempts (the retry itself is
 /// not atomic) then still makes the call fail with EINTR, at the latest when
-/// the next preemption interrupts the attempt that followed.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// the next preemption interrupts the attempt that followed. The mark lives
+/// as long as the program's call: when it ends, a deadline that was left
+/// while the call blocked is taken (see `preempt::blocked_call_returns`).
 pub(crate) struct Mark {
+    at: Counts,
+    /// The program's errno when its call began: a retried attempt's EINTR
+    /// must not show after a call that then succeeds.
+    errno: c_int,
+}
+
+/// The signal counts of the running function (or of the thread).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Counts {
     /// The running function (its counts), or null and the thread's id.
     frame: *mut crate::thread::Frame,
     thread: u64,
     ours: u64,
     theirs: u64,
     interrupting: u64,
-    /// The program's errno when its call began: a retried attempt's EINTR
-    /// must not show after a call that then succeeds.
-    errno: c_int,
 }
 
-impl Mark {
-    pub(crate) fn now() -> Mark {
+impl Counts {
+    fn now() -> Counts {
         let t = ts();
         let frame = t.current.get();
         let thread = if frame.is_null() { crate::thread::thread_key() } else { 0 };
         let c = crate::thread::signal_counts(t);
-        Mark {
-            frame,
-            thread,
-            ours: c.ours.get(),
-            theirs: c.theirs.get(),
-            interrupting: c.interrupting.get(),
-            errno: errno(),
-        }
+        Counts { frame, thread, ours: c.ours.get(), theirs: c.theirs.get(), interrupting: c.interrupting.get() }
+    }
+}
+
+impl Mark {
+    pub(crate) fn now() -> Mark {
+        Mark { at: Counts::now(), errno: errno() }
     }
 
     /// Did only the preemption signal interrupt us since `self`? For calls
     /// that fail with EINTR after any handler.
-    pub(crate) fn preempted_only(self) -> bool {
-        self.judge(|now| now.theirs == self.theirs)
+    pub(crate) fn preempted_only(&self) -> bool {
+        self.judge(|now| now.theirs == self.at.theirs)
     }
 
     /// The same for calls the kernel restarts after handlers installed with
     /// `SA_RESTART`: only the program's other handlers count.
-    pub(crate) fn preempted_only_restartable(self) -> bool {
-        self.judge(|now| now.interrupting == self.interrupting)
+    pub(crate) fn preempted_only_restartable(&self) -> bool {
+        self.judge(|now| now.interrupting == self.at.interrupting)
     }
 
     /// True means "retry": errno is then reset to the program's.
-    fn judge(self, quiet: impl FnOnce(&Mark) -> bool) -> bool {
-        let now = Mark::now();
+    fn judge(&self, quiet: impl FnOnce(&Counts) -> bool) -> bool {
+        let now = Counts::now();
+        let then = &self.at;
         // Counts of another frame or thread are not comparable (cannot
         // happen within one call of a function, whose counts move with it):
         // assume preemption.
-        let ours = now.frame != self.frame || now.thread != self.thread || (now.ours != self.ours && quiet(&now));
+        let ours = now.frame != then.frame || now.thread != then.thread || (now.ours != then.ours && quiet(&now));
         if ours {
             set_errno(self.errno);
         }
         ours
+    }
+}
+
+impl Drop for Mark {
+    fn drop(&mut self) {
+        if !self.at.frame.is_null() {
+            let e = errno();
+            crate::preempt::blocked_call_returns();
+            set_errno(e);
+        }
     }
 }
 
