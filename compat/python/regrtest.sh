@@ -143,10 +143,6 @@ declare -A subset_ignored=(
         test_sigwait_thread test_pthread_sigmask test_pthread_kill_main_thread"
     # 10 s of a child's `sleep 1` loop
     [test_poll]="test_poll2"
-    # a known difference (docs/compatibility.md): they assert that a sleep
-    # costs no CPU time, but under slicing the deadline still fires every
-    # slice while main sleeps, and each preemption and resume costs CPU
-    [test_time]="test_process_time test_thread_time"
     # the default selector is epoll (tested as such); select() has test_select
     [test_selectors]="DefaultSelectorTestCase SelectSelectorTestCase"
     # the NoPoll variant repeats ProcessTestCase with select(); the others

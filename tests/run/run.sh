@@ -10,9 +10,10 @@
 #
 # Each case runs in four modes:
 #   plain    the program alone
-#   slice    target/release/linger-run --stats --slice 20us -- PROGRAM
+#   slice    target/release/linger-run --stats --slice 20us --preempt-blocked
+#            -- PROGRAM (main is stopped in its waits too)
 #   preload  LD_PRELOAD=.../liblinger_run.so LINGER_RUN_SLICE=50us
-#            LINGER_RUN_STATS=1 PROGRAM
+#            LINGER_RUN_STATS=1 PROGRAM (waits are left alone, the default)
 #   noslice  target/release/linger-run -- PROGRAM (no time limit)
 # and passes when the plain run ends as the case expects (exit status or
 # signal) and every other mode ends the same way with byte-identical stdout
@@ -221,7 +222,7 @@ run_case() {
         slice | noslice)
             [ -n "$marker" ] && envs+=("LD_PRELOAD=$out/libmarker.so")
             cmd=("$lr")
-            [ "$mode" = slice ] && cmd+=(--stats --slice 20us)
+            [ "$mode" = slice ] && cmd+=(--stats --slice 20us --preempt-blocked)
             [ -n "$children" ] && { cmd+=(--children); envs+=("EXPECT_LINGER_CHILDREN=1"); }
             cmd+=(-- "$out/$prog" "${args[@]}")
             ;;
@@ -313,7 +314,7 @@ cli() {
             ;;
         stats)
             local lines
-            lines="$(grep -cE '^linger-run: stats: preemptions=[0-9]+ deferred=[0-9]+ deferrals=[0-9]+ worst_overrun_us=[0-9]+$' "$base.err" || true)"
+            lines="$(grep -cE '^linger-run: stats: preemptions=[0-9]+ deferred=[0-9]+ deferrals=[0-9]+ worst_overrun_us=[0-9]+ waits_left=[0-9]+$' "$base.err" || true)"
             [ "$lines" = 1 ] || why="expected exactly one well-formed stats line on stderr"
             ;;
         names:*)

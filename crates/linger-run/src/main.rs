@@ -1,4 +1,4 @@
-//! `linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--] PROGRAM [ARGS...]`
+//! `linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--] PROGRAM [ARGS...]`
 //!
 //! Runs PROGRAM with its `main()` inside a preemptible function: sets
 //! `LD_PRELOAD` to `liblinger_run.so` (found next to this binary, or at
@@ -8,7 +8,7 @@
 //! `#![no_main]`: Rust's normal start-up sets SIGPIPE to "ignore", and that
 //! disposition would be inherited by PROGRAM through exec. With our own C
 //! `main` nothing about the process changes before the exec. The arguments
-//! are parsed by hand: five options with exact exit-status rules, and the
+//! are parsed by hand: six options with exact exit-status rules, and the
 //! program's own arguments passed on byte for byte.
 
 #![no_main]
@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use libc::{c_char, c_int};
 
-const USAGE: &str = "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--] PROGRAM [ARGS...]";
+const USAGE: &str =
+    "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--] PROGRAM [ARGS...]";
 
 const HELP: &str = "\
 Runs PROGRAM with its main() inside a linger preemptible function.
@@ -30,14 +31,21 @@ Options:
                     stopped at arbitrary points all through its run; without
                     it there is no time limit
   --stats[=FILE]    at exit, print how many preemptions happened, how many
-                    were deferred and the worst overrun (to stderr, or
-                    appended to FILE)
+                    were deferred, the worst overrun and how many deadlines
+                    found main waiting and left it so (to stderr, or appended
+                    to FILE: use a FILE for programs that close stderr before
+                    they exit, as coreutils do)
   --children        run the programs PROGRAM starts (fork+exec, posix_spawn,
                     system) under linger-run too; by default they run normally
+  --preempt-blocked stop main() at the end of a slice even while it waits in
+                    a system call (read, poll, sleep...); by default a wait is
+                    left alone until it returns, so that a sleeping program
+                    costs no CPU time
   -h, --help        show this help
 
 Without the command: LD_PRELOAD=.../liblinger_run.so LINGER_RUN_SLICE=20us \\
-  [LINGER_RUN_STATS=1|FILE] [LINGER_RUN_CHILDREN=1] [LINGER_RUN_STACK=8M] PROGRAM
+  [LINGER_RUN_STATS=1|FILE] [LINGER_RUN_CHILDREN=1] [LINGER_RUN_PREEMPT_BLOCKED=1]
+  [LINGER_RUN_STACK=8M] PROGRAM
 The stack of main() is the soft `ulimit -s` (8 MiB by default).
 PROGRAM must be dynamically linked. Exit status: PROGRAM's own; 2 for bad
 arguments or a program that cannot be run; 125 if linger-run itself fails.
@@ -52,6 +60,7 @@ struct Args {
     slice: Option<String>,
     stats: Option<OsString>,
     children: bool,
+    preempt_blocked: bool,
     /// Index of PROGRAM in argv.
     program: usize,
 }
@@ -63,7 +72,7 @@ enum Parsed {
 }
 
 fn parse(argv: &[&[u8]]) -> Parsed {
-    let mut a = Args { slice: None, stats: None, children: false, program: 0 };
+    let mut a = Args { slice: None, stats: None, children: false, preempt_blocked: false, program: 0 };
     let mut i = 1;
     while i < argv.len() {
         let arg = argv[i];
@@ -89,6 +98,8 @@ fn parse(argv: &[&[u8]]) -> Parsed {
             a.stats = Some(OsStr::from_bytes(v).to_owned());
         } else if arg == b"--children" {
             a.children = true;
+        } else if arg == b"--preempt-blocked" {
+            a.preempt_blocked = true;
         } else if arg.starts_with(b"-") {
             return Parsed::Error(format!("unknown option {s:?}"));
         } else {
@@ -192,10 +203,12 @@ fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
         Some(s) => std::env::set_var("LINGER_RUN_STATS", s),
         None => std::env::remove_var("LINGER_RUN_STATS"),
     }
-    if a.children {
-        std::env::set_var("LINGER_RUN_CHILDREN", "1");
-    } else {
-        std::env::remove_var("LINGER_RUN_CHILDREN");
+    for (on, var) in [(a.children, "LINGER_RUN_CHILDREN"), (a.preempt_blocked, "LINGER_RUN_PREEMPT_BLOCKED")] {
+        if on {
+            std::env::set_var(var, "1");
+        } else {
+            std::env::remove_var(var);
+        }
     }
     let file = CString::new(OsString::from(program).into_vec()).expect("argv entries have no NUL");
     // SAFETY: `raw_argv` is main's NULL-terminated argv, and `program` indexes

@@ -13,6 +13,7 @@ pub(crate) const SLICE_VAR: &str = "LINGER_RUN_SLICE";
 pub(crate) const STATS_VAR: &str = "LINGER_RUN_STATS";
 pub(crate) const CHILDREN_VAR: &str = "LINGER_RUN_CHILDREN";
 pub(crate) const STACK_VAR: &str = "LINGER_RUN_STACK";
+pub(crate) const PREEMPT_BLOCKED_VAR: &str = "LINGER_RUN_PREEMPT_BLOCKED";
 
 /// Where `--stats` goes.
 pub(crate) enum StatsTo {
@@ -27,6 +28,9 @@ pub(crate) struct Options {
     /// Keep our variables so that children (and exec'd images) run under
     /// linger-run too.
     pub children: bool,
+    /// Stop `main` at the end of a slice even while it waits in a system
+    /// call (by default the wait is left alone until it returns).
+    pub preempt_blocked: bool,
     /// Usable stack of `main`'s preemptible function.
     pub stack_size: usize,
 }
@@ -67,12 +71,14 @@ impl Options {
             Some("1") | Some("stderr") => Some(StatsTo::Stderr),
             Some(_) => Some(StatsTo::File(std::env::var_os(STATS_VAR).unwrap_or_default())),
         };
-        let children = matches!(var(CHILDREN_VAR).as_deref().map(str::trim), Some("1") | Some("yes") | Some("true"));
+        let yes = |name| matches!(var(name).as_deref().map(str::trim), Some("1") | Some("yes") | Some("true"));
+        let children = yes(CHILDREN_VAR);
+        let preempt_blocked = yes(PREEMPT_BLOCKED_VAR);
         let stack_size = match var(STACK_VAR) {
             None => main_stack_size(),
             Some(v) => parse_size(&v).ok_or_else(|| format!("{STACK_VAR}: {v:?} is not a size (such as 8M)"))?,
         };
-        Ok(Options { slice, stats, children, stack_size })
+        Ok(Options { slice, stats, children, preempt_blocked, stack_size })
     }
 }
 
@@ -107,7 +113,7 @@ pub(crate) fn scrub_environment() {
             None => std::env::remove_var("LD_PRELOAD"),
         }
     }
-    for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR] {
+    for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR] {
         std::env::remove_var(v);
     }
 }

@@ -169,10 +169,15 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
         // SAFETY: calling the program's main with the arguments glibc gave us.
         unsafe { call_main(a.main, a.argc, a.argv, a.envp) }
     };
-    // Held signals: the loop below resumes `main` at once, so a signal that
-    // arrives while it is stopped is handled on its own stack when it
-    // resumes, and can still interrupt the call it was blocked in.
-    let mut job = match linger::Builder::new().stack_size(opts.stack_size).hold_signals(true).launch(run, slice) {
+    // The loop below resumes `main` at once. So signals are held while it
+    // is stopped (handled on its own stack when it resumes, they can still
+    // interrupt the call it was blocked in), and by default a wait is left
+    // alone: stopping it would only cost CPU time.
+    let builder = linger::Builder::new()
+        .stack_size(opts.stack_size)
+        .hold_signals(true)
+        .preempt_blocked(opts.preempt_blocked);
+    let mut job = match builder.launch(run, slice) {
         Ok(j) => j,
         Err(e) => return failed(&name, e, opts.stack_size),
     };
@@ -257,11 +262,12 @@ extern "C" fn print_stats() {
         let snapshot = *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner());
         let s = snapshot.unwrap_or_else(linger::stats);
         let line = format!(
-            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={}\n",
+            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={} waits_left={}\n",
             s.preemptions,
             s.deferred_preemptions,
             s.deferrals,
-            s.worst_overrun_ns / 1000
+            s.worst_overrun_ns / 1000,
+            s.blocked_deadlines
         );
         match to {
             StatsTo::Stderr => say(line.trim_end().trim_start_matches("linger-run: ")),
