@@ -462,7 +462,10 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         if now < deadline {
             bump(&ts.stats.spurious_signals);
             let _ = timer::arm(ts, deadline);
-        } else if !f.preempt_blocked && blocked_in_call(f, unsafe { &*ucp }) {
+        } else if !f.preempt_blocked
+            // SAFETY: valid ucontext (caller's contract).
+            && blocked_in_call(f, unsafe { &*ucp })
+        {
             // Leave it waiting, with no timer, until the call returns to the
             // program (`blocked_call_returns`). The call itself goes on: the
             // handler's return makes it fail with EINTR into its wrapper,
