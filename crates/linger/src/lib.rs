@@ -206,7 +206,8 @@ impl Builder {
     /// own while the signals are held. The synchronous faults (`SIGSEGV`,
     /// `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`, `SIGSYS`) are never held.
     /// Such a function cannot be [migratable](Builder::migratable): launching
-    /// one fails with [`Error::Config`].
+    /// one fails with [`Error::Config`]. Cancel it on its own thread, which
+    /// gets its mask back then.
     pub fn hold_signals(mut self, yes: bool) -> Builder {
         self.hold_signals = yes;
         self

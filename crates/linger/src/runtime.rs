@@ -408,8 +408,9 @@ impl<T> Inner<T> {
             return Err(Error::Busy);
         }
         // A function that held the program's signals on our side while it
-        // was stopped: they are ours again once it is gone.
-        let held = f.held.take();
+        // was stopped: they are ours again once it is gone (only its own
+        // thread holds them; another thread's mask is left as it is).
+        let held = f.held.take().filter(|_| f.home.get() == thread_key());
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
