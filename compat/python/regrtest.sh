@@ -157,9 +157,12 @@ declare -A subset_ignored=(
     [test_io]="PySignalsTest test_daemon_threads_shutdown_stdout_deadlock
         test_daemon_threads_shutdown_stderr_deadlock"
     # waiting for timeouts to expire (TCPTimeoutTest and the interrupted
-    # timeout tests stay)
+    # timeout tests stay); and three TestUnixDomain cases that pass or skip
+    # depending on the temporary path they bind (seen flipping in plain runs
+    # and in sliced ones alike)
     [test_socket]="NetworkConnectionBehaviourTest testReadAfterTimeout
-        UDPTimeoutTest UDPLITETimeoutTest TCPCloserTest"
+        UDPTimeoutTest UDPLITETimeoutTest TCPCloserTest
+        testBytesAddr testStrAddr testUnencodableAddr"
 )
 
 # --full: everything `-m test --list-tests` lists, except these.
