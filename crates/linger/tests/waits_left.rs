@@ -130,7 +130,7 @@ fn a_program_signal_still_interrupts_a_left_wait() {
     }
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sig as usize;
+        sa.sa_sigaction = on_sig as *const () as usize;
         sa.sa_flags = 0; // no SA_RESTART: a blocked read fails with EINTR
         libc::sigemptyset(&mut sa.sa_mask);
         assert_eq!(libc::sigaction(libc::SIGPWR, &sa, std::ptr::null_mut()), 0);
