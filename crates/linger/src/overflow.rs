@@ -128,6 +128,9 @@ fn report(msg: &[u8], n: usize, tail: &[u8]) {
 }
 
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    if crate::preempt::handler_out_of_stack(info, uc) || crate::preempt::lost_timer_signal(info, uc) {
+        return;
+    }
     // SAFETY: the kernel passes valid siginfo/ucontext to an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let frame = ts().current.get();
@@ -137,9 +140,10 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
         // A frame larger than a page may skip over the guard page: accept
         // faults up to 64 KiB below it (Rust and hardened C probe every page).
         let in_guard = addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0;
-        // When a signal (our timer's, say) arrives with too little stack left
-        // for its frame, the kernel cannot deliver it and sends a SIGSEGV of
-        // its own (SI_KERNEL, no address) instead.
+        // When a signal arrives with too little stack left for its frame,
+        // the kernel cannot deliver it and sends a SIGSEGV of its own
+        // (SI_KERNEL, no address) instead. Our timer's is retried above; a
+        // program signal's is lost, and the stack counts as exhausted.
         // SAFETY: valid siginfo/ucontext from the kernel.
         let (code, sp) = unsafe {
             ((*info).si_code, (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize)

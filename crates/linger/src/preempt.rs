@@ -49,6 +49,12 @@ use crate::Error;
 pub(crate) static RETRY_NS: AtomicU64 = AtomicU64::new(10_000);
 const MAX_RETRY_NS: u64 = 250_000;
 const RETRIES_BEFORE_BACKOFF: u32 = 32;
+/// Stack the handler needs below its decision to stop a function: the call
+/// chain walk and the switch (measured at 8-11 KiB, kernel signal frame
+/// included, on an AVX-512 machine). With less room left, a deadline is
+/// deferred until the function climbs back up its stack, as Go's stack guard
+/// keeps its preemption checks from overflowing.
+const HANDLER_STACK: usize = 16 * 1024;
 
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
@@ -269,6 +275,163 @@ pub(crate) fn pause(unwindable: bool) {
     release_held();
 }
 
+/// Does the handler, running on `frame`'s stack, have room to decide and
+/// switch? Without it, the walk would fault in the guard page and a function
+/// that was merely deep in its stack would be reported as overflowed.
+fn stack_room(frame: &Frame) -> bool {
+    let probe = 0u8;
+    let here = std::hint::black_box(&probe) as *const u8 as usize;
+    // On another stack (a program handler's alternate stack): `safe_point`
+    // refuses that on its own.
+    here < frame.stack_lo || here >= frame.stack_hi || here - frame.stack_lo >= HANDLER_STACK
+}
+
+/// The kernel's report that our timer's signal found no room for its frame
+/// on the function's stack: a SIGSEGV of its own (`SI_KERNEL`), while the
+/// timer has expired without its handler running. The deadline is tried
+/// again a little later, when the function may have climbed back up; a real
+/// overflow faults in the guard page and is reported as one. Called from the
+/// SIGSEGV handlers (ours and the program's trampoline); true if handled.
+pub(crate) fn lost_timer_signal(info: *const libc::siginfo_t, uc: *const libc::c_void) -> bool {
+    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    if info.is_null() || uc.is_null() || unsafe { (*info).si_code } != libc::SI_KERNEL {
+        return false;
+    }
+    let ts = ts();
+    let frame = ts.current.get();
+    let armed = ts.armed.get();
+    if frame.is_null() || armed == NEVER {
+        return false;
+    }
+    // SAFETY: `current` is a live frame while set; valid ucontext from the kernel.
+    let (f, sp) = unsafe { (&*frame, (*(uc as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize) };
+    let now = now_ns();
+    // Only near the bottom of the function's stack, and only once the timer
+    // is due: a general protection fault (also `SI_KERNEL`) re-executes at
+    // once and, with the timer re-armed for later, goes to the program.
+    if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || now < armed {
+        return false;
+    }
+    ts.armed.set(NEVER);
+    bump(&ts.stats.deferrals);
+    let _ = timer::arm(ts, now + min_delay(ts));
+    true
+}
+
+/// `handler_errno` before the handler has read errno (it is then intact).
+const ERRNO_UNREAD: i32 = i32::MIN;
+
+/// A fault in the guard page while the preemption handler runs on the
+/// function's stack: the signal frame fitted, but the handler's own calls
+/// did not (a narrow band above the frame's size; `stack_room` keeps the
+/// walk out of it). The function did not overflow, so the handler is
+/// abandoned instead: the SIGSEGV handler returns straight into the timer
+/// frame's `rt_sigreturn`, which resumes the function where the timer
+/// interrupted it, and the deadline is tried again later. Before that the
+/// handler has changed nothing that is not put back here: the scope depth,
+/// errno, `pending` and the timer. True if handled.
+pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::c_void) -> bool {
+    if info.is_null() || uc.is_null() {
+        return false;
+    }
+    let ts = ts();
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return false;
+    }
+    // SAFETY: `current` is a live frame while set; valid siginfo and
+    // ucontext from the kernel.
+    let (f, addr, uc) = unsafe { (&*frame, (*info).si_addr() as usize, &mut *(uc as *mut libc::ucontext_t)) };
+    let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+    let in_guard = addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0;
+    if !in_guard || sp < f.guard.0 || sp >= f.stack_hi {
+        return false;
+    }
+    let (huc, d, errno) = match f.handler_uc.get() {
+        0 => match entering_handler(ts, f, sp) {
+            Some(huc) => (huc, ts.defer.get(), ERRNO_UNREAD),
+            None => return false,
+        },
+        huc => (huc, f.handler_defer.get(), f.handler_errno.get()),
+    };
+    // The faulting code runs below the handler's signal frame, on this
+    // stack: the handler itself (or what it called).
+    if sp >= huc || huc >= f.stack_hi {
+        return false;
+    }
+    // SAFETY: `huc` is the handler's `ucontext`, inside the kernel's
+    // `rt_sigframe` on this stack; the word just below it is the frame's
+    // return address, libc's restorer (`pretcode`, x86-64 layout). The
+    // restorer expects the stack pointer at the `ucontext`, as after the
+    // handler's `ret`.
+    let restorer = unsafe { *((huc - 8) as *const usize) };
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RIP as usize] = restorer as i64;
+    g[libc::REG_RSP as usize] = huc as i64;
+    f.handler_uc.set(0);
+    ts.defer.set(d);
+    bump(&ts.stats.deferrals);
+    let now = now_ns();
+    let deadline = f.deadline.get();
+    if d > 0 && now >= deadline {
+        ts.pending.set(true); // as the handler would have done
+    } else {
+        // It may have recorded a deadline as armed and faulted on its way to
+        // the system call: arm for real.
+        ts.armed.set(NEVER);
+        let _ = timer::arm(ts, deadline.max(now + min_delay(ts)));
+    }
+    if errno != ERRNO_UNREAD {
+        // SAFETY: errno location is valid for the thread.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    true
+}
+
+/// Size of the kernel's `struct ucontext` on x86-64: the `siginfo` of a
+/// signal frame follows it (`rt_sigframe`: return address, ucontext, siginfo).
+const KERNEL_UCONTEXT: usize = 304;
+
+/// The handler's entry, before it could say it runs (its first call needs
+/// stack): finds its signal frame just above the faulting `sp`. Only while
+/// our timer has expired, its handler has not yet run (it resets `armed`
+/// first of all) and its signal is not pending: otherwise the fault is the
+/// function's own, and an old frame left above it must not be mistaken for
+/// a live one. Returns the handler's `ucontext` address.
+fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
+    let armed = ts.armed.get();
+    if armed == NEVER || now_ns() < armed {
+        return None;
+    }
+    let signo = timer::signal();
+    // SAFETY: a local sigset filled by the kernel.
+    let pending = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signo) == 1
+    };
+    if pending {
+        return None;
+    }
+    // The handler's entry code pushes a few registers and its locals (a few
+    // hundred bytes) below the 16-byte aligned frame.
+    let mut cand = (sp + 8 + 15) & !15;
+    while cand < sp + 1024 && cand + KERNEL_UCONTEXT + 128 <= f.stack_hi {
+        // SAFETY: `cand` and the siginfo after it lie between the faulting
+        // stack pointer and the top of this function's stack (checked
+        // above), mapped memory that we only read.
+        let (info, isp, fp) = unsafe {
+            let info = &*((cand + KERNEL_UCONTEXT) as *const libc::siginfo_t);
+            let u = &*(cand as *const libc::ucontext_t);
+            (info, u.uc_mcontext.gregs[libc::REG_RSP as usize] as usize, u.uc_mcontext.fpregs as usize)
+        };
+        if info.si_signo == signo && info.si_code == libc::SI_TIMER && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
+            return Some(cand);
+        }
+        cand += 16;
+    }
+    None
+}
+
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
 fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
     let Some(table) = ranges::table() else { return false };
@@ -411,13 +574,31 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         crate::interpose::signals::deliver_to_program(sig, info, uc);
         return;
     }
+    debug_assert!(info.is_null() || info as usize == uc as usize + KERNEL_UCONTEXT, "rt_sigframe layout");
+    let ts = ts();
+    let frame = ts.current.get();
+    // Say first of all that this handler runs on the function's stack (the
+    // outermost instance does): if the stack runs out under it, the SIGSEGV
+    // handler abandons it and the deadline is tried again later.
+    // SAFETY: `current` always points to a live frame.
+    let recorded = !frame.is_null() && unsafe { (*frame).handler_uc.get() } == 0;
+    if recorded {
+        // SAFETY: as above.
+        let f = unsafe { &*frame };
+        f.handler_errno.set(ERRNO_UNREAD);
+        f.handler_defer.set(ts.defer.get());
+        compiler_fence(Ordering::SeqCst);
+        f.handler_uc.set(uc as usize);
+    }
     // SAFETY: errno location is valid for the thread.
     let saved_errno = unsafe { *libc::__errno_location() };
-    let ts = ts();
+    if recorded {
+        // SAFETY: as above.
+        unsafe { (*frame).handler_errno.set(saved_errno) };
+    }
     let counts = crate::thread::signal_counts(ts);
     counts.ours.set(counts.ours.get() + 1);
     ts.armed.set(NEVER); // one-shot: it just expired
-    let frame = ts.current.get();
     if frame.is_null() {
         bump(&ts.stats.spurious_signals);
     } else if ts.defer.get() > 0 {
@@ -444,6 +625,10 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // SAFETY: the frame is live (its function is the one interrupted,
         // and it is running again); the kernel's ucontext is ours to edit.
         unsafe { interrupt_blocked_call(&*frame, &mut *(uc as *mut libc::ucontext_t)) };
+    }
+    if recorded {
+        // SAFETY: as above.
+        unsafe { (*frame).handler_uc.set(0) };
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved_errno };
@@ -474,9 +659,11 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
-            if safe_point(f, unsafe { &*ucp }) {
+            if stack_room(f) && safe_point(f, unsafe { &*ucp }) {
                 f.retries.set(0);
                 record_preemption(ts, f, now);
+                // Parked from here on, and with room to spare once resumed.
+                f.handler_uc.set(0);
                 ts.defer.set(0);
                 compiler_fence(Ordering::SeqCst);
                 // SAFETY: safe_point checked that we interrupted the function's

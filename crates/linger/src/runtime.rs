@@ -223,6 +223,9 @@ impl<T> Inner<T> {
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
                 counts: crate::thread::SignalCounts::new(),
+                handler_uc: Cell::new(0),
+                handler_defer: Cell::new(0),
+                handler_errno: Cell::new(0),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
             })

@@ -121,6 +121,12 @@ pub(crate) struct Frame {
     pub overdue: Cell<bool>,
     /// Signal handler runs while this function ran.
     pub counts: SignalCounts,
+    /// The preemption handler running on this function's stack, if any: its
+    /// signal context, and the scope depth and errno it found, so the SIGSEGV
+    /// handler can abandon it (`preempt::handler_out_of_stack`).
+    pub handler_uc: Cell<usize>,
+    pub handler_defer: Cell<u32>,
+    pub handler_errno: Cell<i32>,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).

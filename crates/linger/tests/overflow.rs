@@ -46,3 +46,130 @@ fn stack_overflow_is_reported_and_survived() {
     assert!(out.status.success(), "child died: {:?}\n{stderr}", out.status);
     assert!(stdout.contains("child survived"));
 }
+
+/// The lowest usable address of the stack that `addr` is on, from
+/// /proc/self/maps: the guard page is either its own `---p` mapping below
+/// (mprotect) or the first page of the stack's mapping (MADV_GUARD_INSTALL).
+fn stack_floor(addr: usize) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mut prev: Option<(usize, bool)> = None; // (end, inaccessible)
+    for line in maps.lines() {
+        let mut it = line.split_whitespace();
+        let (range, perms) = (it.next().unwrap(), it.next().unwrap());
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b) = (usize::from_str_radix(a, 16).unwrap(), usize::from_str_radix(b, 16).unwrap());
+        if (a..b).contains(&addr) {
+            let guard_below = prev.is_some_and(|(end, none)| end == a && none);
+            return if guard_below { a } else { a + 4096 };
+        }
+        prev = Some((b, perms.starts_with("---")));
+    }
+    panic!("{addr:#x} is in no mapping");
+}
+
+/// Descends with 256-byte frames until fewer than `room` bytes are left
+/// above `floor`, then computes there for a while (no calls, so no stack
+/// use) before climbing back.
+#[inline(never)]
+fn descend(floor: usize, room: usize, spins: u64) -> u64 {
+    let buf = [7u64; 32];
+    let here = std::hint::black_box(&buf) as *const _ as usize;
+    if here > floor + room {
+        return descend(floor, room, spins) + std::hint::black_box(buf[1]);
+    }
+    let mut acc = 0u64;
+    for i in 0..spins {
+        acc = std::hint::black_box(acc.wrapping_mul(6364136223846793005).wrapping_add(i));
+    }
+    acc
+}
+
+static PROGRAM_SEGV: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+extern "C" fn program_segv(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    PROGRAM_SEGV.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(3) };
+}
+
+fn deep_child() {
+    if std::env::var_os("LINGER_DEEP_PROGRAM_HANDLER").is_some() {
+        // A program that catches its own stack overflows (libsigsegv's way):
+        // our timer's troubles must never reach its handler.
+        // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler; an
+        // alternate stack we leak on purpose.
+        unsafe {
+            let alt = libc::mmap(std::ptr::null_mut(), 65536, libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(alt, libc::MAP_FAILED);
+            let ss = libc::stack_t { ss_sp: alt, ss_flags: 0, ss_size: 65536 };
+            assert_eq!(libc::sigaltstack(&ss, std::ptr::null_mut()), 0);
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = program_segv as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            assert_eq!(libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()), 0);
+        }
+    }
+    // Every depth from where the kernel has no room for the timer's signal
+    // frame, through where the frame fits but the handler's first calls or
+    // its decision would run into the guard page, to where all fits: 64-byte
+    // steps, each held for about 100 deadlines.
+    let mut deferrals = 0;
+    for room in (256usize..=20 * 1024).step_by(64) {
+        let s0 = linger::stats();
+        let mut l = Builder::new()
+            .stack_size(64 * 1024)
+            .launch(
+                move || {
+                    let probe = 0u8;
+                    let floor = stack_floor(std::hint::black_box(&probe) as *const u8 as usize);
+                    descend(floor, room, 2_000_000)
+                },
+                Duration::from_micros(20),
+            )
+            .unwrap_or_else(|e| panic!("room {room}: {e:?}"));
+        let mut resumes = 0;
+        while l.is_continuation() {
+            linger::resume(&mut l, Duration::from_micros(20)).unwrap_or_else(|e| panic!("room {room}: {e:?}"));
+            resumes += 1;
+        }
+        let s1 = linger::stats();
+        assert!(l.is_completion(), "room {room}: {l:?}");
+        if room <= 8 * 1024 {
+            assert!(s1.deferrals > s0.deferrals, "room {room}: no deadline was deferred at the bottom of the stack");
+        }
+        deferrals += s1.deferrals - s0.deferrals;
+        let _ = resumes;
+    }
+    println!("{deferrals} deadlines deferred near the bottom of the stack");
+    println!("child survived");
+}
+
+/// A deadline that comes while the function is near the bottom of its
+/// stack is taken later, when it has climbed back: never a false stack
+/// overflow, with or without a program SIGSEGV handler.
+#[test]
+fn deadline_near_stack_bottom_is_deferred_not_fatal() {
+    if std::env::var_os("LINGER_DEEP_CHILD").is_some() {
+        deep_child();
+        return;
+    }
+    for with_handler in [false, true] {
+        for round in 0..1 {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.args(["--exact", "deadline_near_stack_bottom_is_deferred_not_fatal", "--nocapture"])
+                .env("LINGER_DEEP_CHILD", "1");
+            if with_handler {
+                cmd.env("LINGER_DEEP_PROGRAM_HANDLER", "1");
+            }
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("child survived"),
+                "handler {with_handler}, round {round}: child failed: {:?}\nstdout: {stdout}\nstderr: {stderr}",
+                out.status
+            );
+        }
+    }
+}

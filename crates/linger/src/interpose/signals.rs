@@ -198,6 +198,11 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
 
 /// Runs the program's handler for `sig`.
 extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
+    if sig == libc::SIGSEGV
+        && (crate::preempt::handler_out_of_stack(info, uc) || crate::preempt::lost_timer_signal(info, uc))
+    {
+        return; // the stack had no room for our timer's handler: not the program's
+    }
     let idx = sig as usize;
     let restart = idx < NSIG && FLAGS[idx].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
     crate::thread::signal_counts(ts()).bump_theirs(restart);
