@@ -422,6 +422,7 @@ run_case cxx_exceptions.terminate_handler "exit 17" - cxx_exceptions terminate_h
 run_case stack.bytes "exit 0" pre=20 stack bytes
 run_case stack.frames "exit 0" pre=20 stack frames
 run_case stack.getattr "exit 0" - stack getattr
+run_case stack.catch "exit 0" pre=20 stack catch
 for p in locale iconv getaddrinfo dlopen misc; do
     run_case "libs.$p" "exit 0" pre=20 libs "$p"
 done

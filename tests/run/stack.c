@@ -10,10 +10,17 @@
  *   stack getattr  pthread_getattr_np(pthread_self()) describes a stack that
  *                  contains main's locals (garbage collectors and runtimes
  *                  scan this range);
- *   stack all      all three (the default).
+ *   stack catch    main catches its own stack overflow the way libsigsegv
+ *                  does (SIGSEGV handler on an alternate stack, siglongjmp
+ *                  out), then computes at every depth from 512 bytes to
+ *                  20 KiB above the end of its stack (64-byte steps) and
+ *                  catches an overflow once more: a preemption that comes
+ *                  near the end of the stack must never look like one;
+ *   stack all      all four (the default).
  */
 #include "common.h"
 
+#include <setjmp.h>
 #include <sys/resource.h>
 
 static volatile uint64_t sink;
@@ -110,12 +117,103 @@ static void phase_getattr(void) {
     printf("pthread_getattr_np: main's stack contains its locals\n");
 }
 
+/* --- catch: the program's own overflow handler --- */
+
+static sigjmp_buf overflow_jmp;
+static volatile int catching;
+static volatile uintptr_t lowest; /* lowest stack byte written before the fault */
+static volatile int overflows;
+
+static void say(const char *msg) { (void)!write(2, msg, strlen(msg)); }
+
+static void on_segv(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)uc;
+    if (si->si_code != SEGV_MAPERR && si->si_code != SEGV_ACCERR) {
+        say("stack catch: a SIGSEGV without a fault address reached the program\n");
+        _exit(70);
+    }
+    if (!catching) {
+        say("stack catch: overflow where none was expected\n");
+        _exit(71);
+    }
+    catching = 0;
+    overflows++;
+    siglongjmp(overflow_jmp, 1);
+}
+
+static uint64_t endless(size_t depth, uint64_t acc) {
+    volatile unsigned char pad[FRAME - 128];
+    pad[0] = (unsigned char)depth;
+    lowest = (uintptr_t)pad;
+    pad[sizeof pad - 1] = (unsigned char)(depth >> 8);
+    if (never) return 0;
+    uint64_t r = endless(depth + 1, acc * 31 + depth);
+    return r + pad[0] + pad[sizeof pad - 1];
+}
+
+/* Small frames down to `room` bytes above `floor`, then CPU work there. */
+__attribute__((noipa)) static uint64_t near_end(uintptr_t floor, size_t room, uint64_t acc) {
+    volatile unsigned char pad[32];
+    pad[0] = (unsigned char)acc;
+    if ((uintptr_t)pad > floor + room) {
+        uint64_t r = near_end(floor, room, acc + 1);
+        __asm__ volatile("" : "+r"(r));
+        return r + pad[0];
+    }
+    /* mix() inline here: a call would take stack of its own. */
+    for (int i = 0; i < 60000; i++) acc = acc * 6364136223846793005u + (uint64_t)i;
+    return acc;
+}
+
+/* Big frames until 64 KiB above `floor` (a short call chain), then small. */
+static uint64_t toward_end(uintptr_t floor, size_t room, uint64_t acc) {
+    volatile unsigned char pad[FRAME - 128];
+    pad[0] = (unsigned char)acc;
+    pad[sizeof pad - 1] = 1;
+    uint64_t r = (uintptr_t)pad > floor + (64u << 10) ? toward_end(floor, room, acc + 1) : near_end(floor, room, acc);
+    return r + pad[0] + pad[sizeof pad - 1];
+}
+
+/* Recurses until the stack overflows; returns where the stack certainly
+ * still is (the page of the lowest byte written: the fault itself may be a
+ * page or two further down). */
+static uintptr_t catch_overflow(void) {
+    if (sigsetjmp(overflow_jmp, 1) == 0) {
+        catching = 1;
+        sink += endless(0, 1);
+        CHECK(0, "endless recursion returned");
+    }
+    return lowest & ~(uintptr_t)4095;
+}
+
+static void phase_catch(void) {
+    static unsigned char alt[64 << 10];
+    stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+    CHECK(sigaltstack(&ss, NULL) == 0, "sigaltstack");
+    struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER};
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGSEGV, &sa, NULL) == 0, "sigaction");
+
+    uintptr_t floor = catch_overflow();
+    CHECK(overflows == 1, "first overflow not caught");
+    int n = iters(3), depths = 0;
+    for (int k = 0; k < n; k++)
+        for (size_t room = 512; room <= (20u << 10); room += 64, depths++) sink += toward_end(floor, room, room);
+    printf("catch: held %d depths within 20 KiB of the end of the stack\n", depths);
+    uintptr_t again = catch_overflow();
+    CHECK(overflows == 2, "second overflow not caught");
+    CHECK(again == floor, "the stack ends elsewhere the second time");
+    printf("catch: own stack overflow caught twice at the same place\n");
+    signal(SIGSEGV, SIG_DFL);
+}
+
 int main(int argc, char **argv) {
     const char *phase = argc > 1 ? argv[1] : "all";
     int all = !strcmp(phase, "all"), known = 0;
     if (all || !strcmp(phase, "bytes")) phase_bytes(), known = 1;
     if (all || !strcmp(phase, "frames")) phase_frames(), known = 1;
     if (all || !strcmp(phase, "getattr")) phase_getattr(), known = 1;
+    if (all || !strcmp(phase, "catch")) phase_catch(), known = 1;
     CHECK(known, "unknown phase %s", phase);
     return 0;
 }
