@@ -85,7 +85,11 @@ static void test_cancel_at_end(int n) {
             CHECK(linger_cancel(&l) == 0 && l.is_cancelled, "iteration %d: cancel", i);
             CHECK(t.after_end == 0, "iteration %d: cancel ran the function on", i);
         } else {
-            CHECK(linger_resume(&l, 100) == 0 && !l.is_complete && t.after_end == 1, "iteration %d: resume", i);
+            CHECK(linger_resume(&l, 100) == 0, "iteration %d: resume", i);
+            /* A stalled machine can take the next deadline between the end
+             * of the scope and the store: resume until it is past. */
+            while (!l.is_complete && !t.after_end) CHECK(linger_resume(&l, 100) == 0, "iteration %d: resume on", i);
+            CHECK(!l.is_complete && t.after_end == 1, "iteration %d: not past the end of the scope", i);
             CHECK(linger_cancel(&l) == 0 && l.is_cancelled, "iteration %d: cancel", i);
         }
     }
