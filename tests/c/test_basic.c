@@ -55,7 +55,8 @@ static void test_timeout_resume(int n) {
               l.is_complete, l.continuation, (unsigned long long)(first / 1000));
         CHECK(first < 20000000 * slack(), "iteration %d: first slice of 200 us took %llu us", i,
               (unsigned long long)(first / 1000));
-        CHECK(w.runs == 1 && w.done == 0, "iteration %d: runs=%d done=%d after the first slice", i, w.runs, w.done);
+        /* runs is 0 if a stalled machine took the deadline before its store. */
+        CHECK(w.runs <= 1 && w.done == 0, "iteration %d: runs=%d done=%d after the first slice", i, w.runs, w.done);
         CHECK(!linger_yielded(&l), "iteration %d: preempted function reported as yielded", i);
         int resumes = 0;
         while (!l.is_complete) {

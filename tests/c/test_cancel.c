@@ -102,6 +102,8 @@ int main(void) {
         struct state c = {0};
         if (i % 20 == 0) { /* fewer of these: each takes a slice of real time */
             l = linger_launch(spinner_fn, 100, &c);
+            /* A stalled machine can take the deadline before the first store. */
+            while (!l.is_complete && !c.started) CHECK(linger_resume(&l, 100) == 0, "resume to start %d", i);
             CHECK(!l.is_complete && l.continuation && !linger_yielded(&l), "preempted iteration %d", i);
             linger_stats_t s2 = stats_now();
             expect_cancelled(&l, "preempted", i);
@@ -116,6 +118,7 @@ int main(void) {
         if (i % 20 == 0) {
             struct state b = {0};
             l = linger_launch(blocked_fn, 200, &b);
+            while (!l.is_complete && !b.started) CHECK(linger_resume(&l, 200) == 0, "resume to start %d", i);
             CHECK(!l.is_complete && l.continuation, "blocked iteration %d: not preempted", i);
             expect_cancelled(&l, "blocked in read", i);
             CHECK(b.started == 1 && b.finished == 0, "blocked iteration %d", i);

@@ -74,7 +74,8 @@ fn blocked_reader(
     r: i32,
     local: &'static AtomicUsize,
 ) -> linger::Linger<'static, (isize, Option<i32>)> {
-    let l = Builder::new()
+    local.store(0, Ordering::SeqCst);
+    let mut l = Builder::new()
         .hold_signals(hold)
         .launch(
             move || {
@@ -86,6 +87,12 @@ fn blocked_reader(
             Duration::from_millis(1),
         )
         .unwrap();
+    // A stalled machine can take the deadline before the read: resume until
+    // the function has started, then one slice more to carry it into `read`.
+    while local.load(Ordering::SeqCst) == 0 && l.is_continuation() {
+        resume(&mut l, Duration::from_millis(1)).unwrap();
+    }
+    resume(&mut l, Duration::from_millis(1)).unwrap();
     assert!(l.is_continuation(), "read returned without data");
     l
 }

@@ -2,7 +2,7 @@
 //! function waits in a system call leaves it waiting, with no more timer
 //! signals, and the function is stopped shortly after the call returns.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use linger::{resume, stats, Builder};
@@ -48,6 +48,11 @@ fn a_wait_is_left_alone_and_the_function_stopped_after_it() {
                 Duration::from_millis(1),
             )
             .unwrap();
+        // A stalled machine can take the deadline before the read: resume
+        // until a deadline has found it waiting.
+        while l.is_continuation() && stats().blocked_deadlines == before.blocked_deadlines {
+            resume(&mut l, Duration::from_millis(1)).unwrap();
+        }
         let returned = Instant::now();
         let written = writer.join().unwrap();
         let after = stats();
@@ -109,7 +114,10 @@ fn a_left_sleep_sleeps_its_full_time_without_timer_signals() {
             )
             .unwrap();
         // The launch returns once the sleep is over (at most one more stop
-        // right after it).
+        // right after it); a stalled machine can stop it before the sleep.
+        while l.is_continuation() && stats().blocked_deadlines == before.blocked_deadlines {
+            resume(&mut l, Duration::from_millis(1)).unwrap();
+        }
         assert!(t.elapsed() >= Duration::from_millis(30), "stopped during the sleep");
         while l.is_continuation() {
             resume(&mut l, Duration::from_millis(1)).unwrap();
@@ -137,7 +145,13 @@ fn a_program_signal_still_interrupts_a_left_wait() {
     }
     let (r, w) = pipe();
     let me = unsafe { libc::pthread_self() } as usize;
+    // The signal goes once the function is about to wait (a stalled machine
+    // can stop it before it gets there).
+    static ENTERED: AtomicBool = AtomicBool::new(false);
     let sender = std::thread::spawn(move || {
+        while !ENTERED.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGPWR) }, 0);
     });
@@ -147,16 +161,17 @@ fn a_program_signal_still_interrupts_a_left_wait() {
         .launch(
             move || {
                 let mut b = [0u8; 1];
+                ENTERED.store(true, Ordering::SeqCst);
                 let n = unsafe { libc::read(r, b.as_mut_ptr() as *mut libc::c_void, 1) };
                 (n, std::io::Error::last_os_error().raw_os_error())
             },
             Duration::from_millis(1),
         )
         .unwrap();
-    sender.join().unwrap();
     while l.is_continuation() {
         resume(&mut l, Duration::from_millis(1)).unwrap();
     }
+    sender.join().unwrap();
     assert_eq!(l.completion(), Some((-1, Some(libc::EINTR))));
     assert_eq!(RUNS.load(Ordering::SeqCst), 1);
     unsafe {
