@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: tour test test-rust test-c test-run test-compat test-valgrind compat bench header
+.PHONY: tour test test-rust test-c test-run test-compat test-valgrind test-stalls compat bench header
 
 tour:
 	$(CARGO) run --release -q -p linger --example tour
@@ -46,6 +46,23 @@ test-valgrind:
 		target/release/examples/leakcheck 30
 	@echo "valgrind: leakcheck clean"
 	LINGER_VALGRIND=1 LINGER_NO_STATIC=1 bash tests/c/run.sh
+
+# The Rust and C tests, ROUNDS times, on a machine made noisy by
+# tests/stalls/stall.c (random stalls of up to STALL_US on every CPU, as a
+# busy VM host gives): catches tests that assume a deadline cannot come early
+# in a function's run. Not part of `make test`: several minutes, and root.
+ROUNDS ?= 3
+STALL_US ?= 1500
+test-stalls:
+	mkdir -p target
+	$(CC) -O2 -pthread -o target/stall tests/stalls/stall.c
+	$(CARGO) build --release -q --workspace --tests
+	@target/stall $(STALL_US) & pid=$$!; trap "kill $$pid" EXIT; \
+	for r in $$(seq 1 $(ROUNDS)); do \
+		echo "== round $$r of $(ROUNDS) under stalls of up to $(STALL_US) us"; \
+		$(CARGO) test --release -q --workspace >target/stalls-rust.log 2>&1 || { tail -40 target/stalls-rust.log; exit 1; }; \
+		bash tests/c/run.sh || exit 1; \
+	done
 
 # linger-run is needed by the benchmark's "run" section (real programs).
 bench:
