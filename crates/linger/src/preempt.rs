@@ -413,8 +413,10 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
         return None;
     }
     // The handler's entry code pushes a few registers and its locals (a few
-    // hundred bytes) below the 16-byte aligned frame.
-    let mut cand = (sp + 8 + 15) & !15;
+    // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
+    // already be in the guard page (a `sub` moved it there): start reading
+    // above the guard, which would fault again.
+    let mut cand = (sp.max(f.stack_lo) + 8 + 15) & !15;
     while cand < sp + 1024 && cand + KERNEL_UCONTEXT + 128 <= f.stack_hi {
         // SAFETY: `cand` and the siginfo after it lie between the faulting
         // stack pointer and the top of this function's stack (checked
