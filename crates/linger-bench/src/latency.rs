@@ -195,7 +195,7 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
     // continuations (the paper used hundreds of functions); their cancellation
     // is not timed here.
     let lb = sc.n(1000, 150);
-    let mut live: Vec<Linger<'static, ()>> = Vec::with_capacity(32);
+    let mut live: Vec<Linger<()>> = Vec::with_capacity(32);
     let mut v = Vec::with_capacity(lb);
     for i in 0..lb + 20 {
         let t0 = now_ns();
@@ -235,9 +235,9 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
     drop(l);
 
     let per = 64;
-    let mut inner: Vec<f64> = Vec::with_capacity(b + 20);
     let mut l = launch(
-        || {
+        move || {
+            let mut inner: Vec<f64> = Vec::with_capacity(b + 20);
             for _ in 0..b + 20 {
                 let t0 = now_ns();
                 for _ in 0..per {
@@ -245,6 +245,7 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
                 }
                 inner.push((now_ns() - t0) as f64 / per as f64);
             }
+            inner
         },
         Duration::ZERO,
     )
@@ -252,7 +253,7 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
     while !l.is_completion() {
         resume(&mut l, SLICE).expect("resume");
     }
-    drop(l);
+    let mut inner = l.completion().expect("completed");
     add(
         Key::PauseRoundTrip,
         "pause() until resumed (function side)",

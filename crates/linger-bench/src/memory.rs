@@ -63,7 +63,7 @@ pub fn run(sc: Scale, p: &mut Progress) -> Memory {
 
     p.step("memory: resident size of paused functions");
     let n = sc.n(10_000, 2_000);
-    let mut v: Vec<Linger<'static, ()>> = Vec::with_capacity(n);
+    let mut v: Vec<Linger<()>> = Vec::with_capacity(n);
     let before = rss_bytes();
     let t0 = now_ns();
     for _ in 0..n {
@@ -105,7 +105,7 @@ pub fn run(sc: Scale, p: &mut Progress) -> Memory {
 
     p.step("memory: how many paused functions fit");
     let cap = sc.n(200_000, 20_000);
-    let mut v: Vec<Linger<'static, ()>> = Vec::with_capacity(cap);
+    let mut v: Vec<Linger<()>> = Vec::with_capacity(cap);
     let mut stop_reason = format!("reached the cap of {cap}");
     let mut peak_rss = 0;
     let f0 = now_ns();

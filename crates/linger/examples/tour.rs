@@ -112,7 +112,7 @@ fn main() {
 
     // (b) Each request is a preemptible function run in 100 us slices, round robin.
     let start = Instant::now();
-    let mut queue: VecDeque<(usize, Linger<'_, u64>)> = VecDeque::new();
+    let mut queue: VecDeque<(usize, Linger<u64>)> = VecDeque::new();
     let mut sliced = Vec::new();
     for (i, &c) in costs.iter().enumerate() {
         queue.push_back((i, launch(move || work(c), Duration::ZERO).unwrap()));

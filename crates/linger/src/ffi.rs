@@ -64,7 +64,7 @@ unsafe impl Send for SendPtr {}
 
 enum SlotState {
     Free,
-    Paused(Continuation<'static, ()>),
+    Paused(Continuation<()>),
     Running,
 }
 
@@ -102,7 +102,7 @@ fn decode(h: *mut c_void) -> Option<(usize, u32)> {
 }
 
 impl Table {
-    fn insert(&mut self, c: Continuation<'static, ()>) -> *mut c_void {
+    fn insert(&mut self, c: Continuation<()>) -> *mut c_void {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -149,7 +149,7 @@ fn timeout(us: u64) -> Duration {
 }
 
 /// Stores the outcome of a launch or resume in `l`.
-fn publish(l: &mut linger_t, r: Linger<'static, ()>) {
+fn publish(l: &mut linger_t, r: Linger<()>) {
     match r {
         Linger::Completion(()) => *l = linger_t { is_complete: true, ..NONE },
         Linger::Continuation(c) => *l = linger_t { continuation: lock().insert(c), ..NONE },
@@ -287,10 +287,17 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
     })
 }
 
-/// Cancels a paused function and frees everything the runtime holds for it
-/// (its stack goes back to the pool). A C function is never unwound (that is
-/// not defined through C frames): whatever it allocated itself stays
-/// allocated. Returns 0; on a completed or never-launched `linger_t`, 0 and
+/// Cancels a paused function and frees everything the runtime holds for it.
+/// A C function is never unwound (that is not defined through C frames): it
+/// simply never runs again, as if its thread had been killed at the
+/// instruction where it stopped. Whatever it allocated stays allocated, locks
+/// it held stay held, and memory it was writing, including the caller's
+/// (`arg` and anything reachable from it), is left exactly as far as the
+/// write had got: a structure half-way through an update stays that way, so
+/// let functions write caller memory only inside `linger_critical_begin`/
+/// `linger_critical_end`, or discard that memory after a cancel. The live part
+/// of its stack stays mapped and is never reused (pointers to its locals that
+/// it handed out stay valid); the rest is released. Returns 0; on a completed or never-launched `linger_t`, 0 and
 /// nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
 /// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
 /// one that is running (`EBUSY`).

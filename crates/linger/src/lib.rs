@@ -38,6 +38,7 @@ mod overflow;
 mod preempt;
 mod ranges;
 mod runtime;
+mod scope;
 mod sigmask;
 pub mod stack;
 mod stats;
@@ -52,33 +53,39 @@ use std::time::Duration;
 
 pub use config::{parse_duration, Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
+pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{reset_stats, stats, Stats};
 
-use runtime::{Inner, Scope, Status};
+use runtime::{Inner, Scope as NoPreempt, Status};
 use thread::Suspend;
 
 /// Result of running a preemptible function for a while.
-pub enum Linger<'a, T> {
+pub enum Linger<T> {
     /// It returned this value.
     Completion(T),
     /// It ran out of time (or paused itself) and can be resumed.
-    Continuation(Continuation<'a, T>),
+    Continuation(Continuation<T>),
     /// It panicked or overflowed its stack; it can never run again.
     Poison,
 }
 
 /// The paused state of a preemptible function. Dropping it cancels the
 /// function (see [`Linger::cancel`]).
-pub struct Continuation<'a, T> {
+///
+/// Only functions that own everything they touch (`'static` closures) are
+/// handed out this way: such a function can be abandoned at any instruction
+/// without leaving the caller a half-updated value it can still reach (see
+/// "Soundness of the Rust API" in `docs/safety.md`). Borrowing functions run
+/// inside a [`scope`] instead.
+pub struct Continuation<T> {
     inner: Inner<T>,
-    _borrows: PhantomData<&'a mut ()>,
 }
 
 // SAFETY: the function and its result are `Send` (required by `launch`), the
 // stack belongs to the continuation alone, and the runtime refuses to resume
 // a non-migratable function on another thread, so its thread-local storage
 // is never reached from a different thread.
-unsafe impl<T: Send> Send for Continuation<'_, T> {}
+unsafe impl<T: Send> Send for Continuation<T> {}
 
 /// How a cancellation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,12 +95,19 @@ pub enum Cancelled {
     /// The function's stack was unwound: its destructors ran.
     Unwound,
     /// The function was stopped at an arbitrary instruction (or is owned by
-    /// another thread), where unwinding is undefined: its stack was reclaimed
-    /// without running its destructors.
+    /// another thread), where unwinding is undefined: it was abandoned without
+    /// running its destructors. What it owned leaks, locks it held stay held,
+    /// and the live part of its stack stays mapped and is never reused (a
+    /// value pinned there, or a pointer another thread keeps into it, stays
+    /// valid).
     Reclaimed,
+    /// A [`scope`]d function stopped where it could not be unwound was run to
+    /// its end instead, since its borrows must not end half-way through an
+    /// update. Its result (or panic) was dropped.
+    Finished,
 }
 
-impl<T> fmt::Debug for Linger<'_, T> {
+impl<T> fmt::Debug for Linger<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Linger::Completion(_) => f.write_str("Linger::Completion(..)"),
@@ -103,7 +117,7 @@ impl<T> fmt::Debug for Linger<'_, T> {
     }
 }
 
-impl<T> Continuation<'_, T> {
+impl<T> Continuation<T> {
     /// Did the function hand back control by calling [`pause`]?
     pub fn yielded(&self) -> bool {
         self.inner.co.is_some() && self.inner.frame().reason.get() == Suspend::Paused
@@ -115,7 +129,7 @@ impl<T> Continuation<'_, T> {
     }
 }
 
-impl<'a, T> Linger<'a, T> {
+impl<T> Linger<T> {
     /// Did the function return?
     pub fn is_completion(&self) -> bool {
         matches!(self, Linger::Completion(_))
@@ -227,7 +241,21 @@ impl Builder {
     }
 
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
-    pub fn launch<'a, T, F>(&self, f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
+    pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut l = Linger::Continuation(Continuation { inner: self.create(f)? });
+        if !timeout.is_zero() {
+            drive(&mut l, timeout)?;
+        }
+        Ok(l)
+    }
+
+    /// Sets a function up without running it. The caller keeps the lifetime
+    /// promise: a non-`'static` function is only ever held by a [`Scope`].
+    pub(crate) fn create<'a, T, F>(&self, f: F) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
@@ -245,13 +273,8 @@ impl Builder {
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
         };
-        let _scope = Scope::enter();
-        let inner = Inner::new(f, size, opts, thread::ts())?;
-        let mut l = Linger::Continuation(Continuation { inner, _borrows: PhantomData });
-        if !timeout.is_zero() {
-            drive(&mut l, timeout)?;
-        }
-        Ok(l)
+        let _scope = NoPreempt::enter();
+        Inner::new(f, size, opts, thread::ts())
     }
 }
 
@@ -266,10 +289,21 @@ impl Builder {
 /// another preemptible function, the inner deadline never extends past the
 /// outer one. A panic in `f` propagates to the caller and leaves nothing
 /// behind.
-pub fn launch<'a, T, F>(f: F, timeout: Duration) -> Result<Linger<'a, T>, Error>
+///
+/// `f` must own what it uses (`'static`): a function that runs out of time
+/// may be cancelled at any instruction, and data it borrowed could then be
+/// left half-updated. To borrow, launch inside a [`scope`].
+///
+/// ```compile_fail
+/// # use std::time::Duration;
+/// let mut v = vec![3, 1, 2];
+/// let l = linger::launch(|| v.sort(), Duration::from_micros(100)).unwrap();
+/// drop(l); // would leave `v` half-sorted
+/// ```
+pub fn launch<T, F>(f: F, timeout: Duration) -> Result<Linger<T>, Error>
 where
-    F: FnOnce() -> T + Send + 'a,
-    T: Send + 'a,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
 {
     Builder::new().launch(f, timeout)
 }
@@ -277,7 +311,7 @@ where
 /// Continues a paused function for at most `timeout`. A completed function is
 /// left as it is; a poisoned one gives [`Error::Poisoned`]. A panic inside the
 /// function propagates to the caller and leaves [`Linger::Poison`].
-pub fn resume<'l, 'a, T>(l: &'l mut Linger<'a, T>, timeout: Duration) -> Result<&'l mut Linger<'a, T>, Error> {
+pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>, Error> {
     match l {
         Linger::Completion(_) => Ok(l),
         Linger::Poison => Err(Error::Poisoned),
@@ -289,7 +323,7 @@ pub fn resume<'l, 'a, T>(l: &'l mut Linger<'a, T>, timeout: Duration) -> Result<
     }
 }
 
-fn drive<T>(l: &mut Linger<'_, T>, timeout: Duration) -> Result<(), Error> {
+fn drive<T>(l: &mut Linger<T>, timeout: Duration) -> Result<(), Error> {
     let Linger::Continuation(c) = l else { return Ok(()) };
     let status = c.inner.resume(timeout);
     match status? {
@@ -340,7 +374,7 @@ impl Critical {
     /// Opens a no-preemption scope, closed when the guard drops.
     #[inline]
     pub fn enter() -> Critical {
-        std::mem::forget(Scope::enter());
+        std::mem::forget(NoPreempt::enter());
         Critical { _not_send: PhantomData }
     }
 }

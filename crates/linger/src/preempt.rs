@@ -148,6 +148,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
     f.reason.set(why);
+    f.stopped_sp.set(switch::stack_pointer());
     // The caller gets the function's signal mask, as before the switch; with
     // `hold_signals` plus the program's signals, until it resumes us.
     // SAFETY: a non-null `uc` is the live signal context of this handler.

@@ -106,6 +106,13 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     Ok(())
 }
 
+/// Is the innermost running function of this thread migratable?
+pub(crate) fn inside_migratable() -> bool {
+    let f = ts_caller().current.get();
+    // SAFETY: `current` is a live frame while set.
+    !f.is_null() && unsafe { (*f).migratable }
+}
+
 /// Absolute deadline `timeout` from now (NEVER for "no limit"). Slices
 /// shorter than the minimum (base retry plus what arming the timer costs on
 /// this machine) are rounded up to it: a shorter one would end before the
@@ -222,6 +229,7 @@ impl<T> Inner<T> {
                 held: Cell::new(None),
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
+                stopped_sp: Cell::new(0),
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
@@ -372,7 +380,13 @@ impl<T> Inner<T> {
         match r {
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
-                self.recycle_stack();
+                if matches!(out, Outcome::Overflowed) {
+                    // Abandoned in the middle of its deepest frames: all of
+                    // its stack may be live.
+                    self.abandon_stack(0);
+                } else {
+                    self.recycle_stack();
+                }
                 match out {
                     Outcome::Value => {
                         bump(&stats.completions);
@@ -396,6 +410,32 @@ impl<T> Inner<T> {
             debug_assert!(co.done());
             co.into_stack().recycle();
         }
+    }
+
+    /// Gives up the stack of a function that was abandoned without running
+    /// its destructors (reclaimed, or overflowed). Its live frames, from
+    /// `live_from` up, stay mapped and are never reused: a value pinned there
+    /// (an intrusive waiter node, a future in `block_on`) or a pointer that
+    /// another thread keeps into it (a scoped thread's, a channel packet's)
+    /// must stay valid, since nothing ran its destructor (`Pin`'s drop
+    /// guarantee). Only the dead part below is released.
+    fn abandon_stack(&mut self, live_from: usize) {
+        if let Some(co) = self.co.take() {
+            debug_assert!(co.done());
+            co.into_stack().abandon(live_from);
+        }
+    }
+
+    /// Would cancelling the function now unwind it (run its destructors)?
+    /// True if it never started, or stopped where unwinding is defined on
+    /// the thread it belongs to.
+    pub(crate) fn can_unwind(&self) -> bool {
+        let Some(co) = self.co.as_ref() else { return true };
+        if !co.started() {
+            return true;
+        }
+        let f = self.frame();
+        !f.running.get() && f.unwindable.get() && (f.migratable || f.home.get() == thread_key())
     }
 
     /// Cancels an unfinished function. Unwinds its stack (running destructors)
@@ -429,6 +469,8 @@ impl<T> Inner<T> {
             // and no libc/std lock can be held (those points are never preempted).
             unsafe { co.force_reset() };
             bump(&stats.cancels_reclaimed);
+            let live_from = f.stopped_sp.get();
+            self.abandon_stack(live_from);
             crate::Cancelled::Reclaimed
         } else {
             f.cancelling.set(true);
@@ -448,6 +490,8 @@ impl<T> Inner<T> {
                 // Could not even arm (cannot happen with NEVER); fall back.
                 // SAFETY: as in the reclaim branch above.
                 unsafe { self.co.as_mut().expect("present").force_reset() };
+                let live_from = f.stopped_sp.get();
+                self.abandon_stack(live_from);
             }
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
@@ -469,6 +513,7 @@ impl<T> Drop for Inner<T> {
             // Still unfinished (running: cannot happen through the safe API).
             // SAFETY: see the reclaim branch of `cancel`.
             unsafe { co.force_reset() };
+            self.abandon_stack(0);
         }
     }
 }

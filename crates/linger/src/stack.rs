@@ -23,6 +23,8 @@ pub(crate) const HEADER: usize = 512;
 
 static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
+static ABANDONED_STACKS: AtomicUsize = AtomicUsize::new(0);
+static ABANDONED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn page_size() -> usize {
     static PAGE: AtomicUsize = AtomicUsize::new(0);
@@ -39,6 +41,13 @@ pub(crate) fn page_size() -> usize {
 /// Number of mapped stacks (in use or pooled), for tests and stats.
 pub fn live_stacks() -> usize {
     LIVE_STACKS.load(Ordering::Relaxed)
+}
+
+/// Stacks of functions abandoned without unwinding (reclaimed by a cancel,
+/// or overflowed), and the bytes of them kept mapped: their live frames are
+/// never reused, so these only grow.
+pub fn abandoned_stacks() -> (usize, usize) {
+    (ABANDONED_STACKS.load(Ordering::Relaxed), ABANDONED_BYTES.load(Ordering::Relaxed))
 }
 
 /// One mapping: `[low, low + guard)` is the guard, `[low + guard, high)` the stack.
@@ -118,6 +127,27 @@ impl PooledStack {
     /// The reserved header above the usable stack (16-byte aligned).
     pub(crate) fn header(&self) -> *mut u8 {
         (self.high - HEADER) as *mut u8
+    }
+
+    /// Keeps the live part of an abandoned function's stack, from
+    /// `live_from` (its last stack pointer; 0 for all of it) up, mapped for
+    /// good and never reused, and unmaps the rest (see
+    /// `runtime::Inner::abandon_stack` for why).
+    pub(crate) fn abandon(self, live_from: usize) {
+        let page = page_size();
+        // The red zone below a stopped stack pointer may still be live.
+        let cut = live_from.saturating_sub(128) & !(page - 1);
+        let cut = cut.clamp(self.low, self.high - page);
+        if cut > self.low {
+            // SAFETY: [low, cut) is the guard and the dead lower part of a
+            // mapping we own; nothing runs on it or points into it.
+            unsafe { libc::munmap(self.low as *mut libc::c_void, cut - self.low) };
+        }
+        ABANDONED_STACKS.fetch_add(1, Ordering::Relaxed);
+        ABANDONED_BYTES.fetch_add(self.high - cut, Ordering::Relaxed);
+        LIVE_STACKS.fetch_sub(1, Ordering::Relaxed);
+        // The rest stays mapped for the life of the process.
+        std::mem::forget(self);
     }
 
     /// Gives the stack back to this thread's pool (or unmaps it).

@@ -119,6 +119,9 @@ pub(crate) struct Frame {
     /// Its deadline passed while it was blocked and was left for when the
     /// call returns.
     pub overdue: Cell<bool>,
+    /// Stack pointer where it last switched out: nothing of it below this
+    /// is live while it is stopped.
+    pub stopped_sp: Cell<usize>,
     /// Signal handler runs while this function ran.
     pub counts: SignalCounts,
     /// The preemption handler running on this function's stack, if any: its

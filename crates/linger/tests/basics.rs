@@ -36,14 +36,13 @@ fn completes_within_timeout() {
 }
 
 #[test]
-fn borrows_non_static_data() {
+fn borrows_non_static_data_in_a_scope() {
     let data = [1u64, 2, 3];
     let mut out = 0;
-    let l = launch(|| {
-        out = data.iter().sum();
-    }, Duration::from_secs(1)).unwrap();
-    assert!(l.is_completion());
-    drop(l);
+    linger::scope(|s| {
+        let l = s.launch(|| out = data.iter().sum(), Duration::from_secs(1)).unwrap();
+        assert!(l.is_completion());
+    });
     assert_eq!(out, 6);
 }
 

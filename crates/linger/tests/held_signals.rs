@@ -73,7 +73,7 @@ fn blocked_reader(
     hold: bool,
     r: i32,
     local: &'static AtomicUsize,
-) -> linger::Linger<'static, (isize, Option<i32>)> {
+) -> linger::Linger<(isize, Option<i32>)> {
     local.store(0, Ordering::SeqCst);
     let mut l = Builder::new()
         .hold_signals(hold)

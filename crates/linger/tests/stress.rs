@@ -55,7 +55,7 @@ fn nested_functions_under_preemption() {
 fn migratable_continuations_shared_by_a_thread_pool() {
     const FUNCTIONS: u64 = 48;
     const WORK: u64 = 2_000_000;
-    type Job = (u64, Linger<'static, u64>);
+    type Job = (u64, Linger<u64>);
     let queue: Arc<Mutex<VecDeque<Job>>> = Arc::new(Mutex::new(VecDeque::new()));
     for i in 0..FUNCTIONS {
         // SAFETY: hash_chain uses no thread-local storage.

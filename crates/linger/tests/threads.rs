@@ -43,7 +43,7 @@ fn sixteen_threads_preempt_on_time() {
 #[test]
 fn ten_thousand_paused_functions_round_robin() {
     const N: usize = 10_000;
-    let mut ls: Vec<Linger<'_, usize>> = (0..N)
+    let mut ls: Vec<Linger<usize>> = (0..N)
         .map(|i| {
             launch(
                 move || {
@@ -93,7 +93,7 @@ fn non_migratable_continuation_refuses_another_thread() {
     let (tx, rx) = mpsc::channel();
     let (back_tx, back_rx) = mpsc::channel();
     let other = std::thread::spawn(move || {
-        let mut l: Linger<'static, ()> = rx.recv().unwrap();
+        let mut l: Linger<()> = rx.recv().unwrap();
         for _ in 0..100 {
             assert!(matches!(resume(&mut l, Duration::from_micros(100)), Err(Error::WrongThread)));
         }
