@@ -1,13 +1,14 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: tour test test-rust test-c test-run test-compat test-valgrind test-stalls compat bench header
+.PHONY: tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench header \
+	lib install uninstall
 
 tour:
 	$(CARGO) run --release -q -p linger --example tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
-TEST_PARTS = test-rust test-c test-run test-compat test-valgrind
+TEST_PARTS = test-rust test-c test-install test-run test-compat test-valgrind
 test:
 	@for t in $(TEST_PARTS); do \
 		s=$$(date +%s); \
@@ -20,6 +21,11 @@ test-rust:
 
 test-c:
 	bash tests/c/run.sh
+
+# `make install` into a temporary directory; an example built from it with
+# pkg-config, shared and static, must run.
+test-install:
+	bash tests/c/install.sh
 
 # Unmodified programs under linger-run: each behaviour of tests/run/*.c must
 # be the same plainly, under --slice 20us, via LD_PRELOAD and unsliced.
@@ -71,3 +77,50 @@ bench:
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger
+
+# The C library. `make lib` builds it in the tree: target/release/liblinger.so
+# (soname liblinger.so.MAJOR, set in crates/linger/build.rs) and liblinger.a,
+# plus the soname link that programs linked in the tree load, and
+# linger-uninstalled.pc for pkg-config. `make install` copies it out (without
+# building when it is built already, so that `sudo make install` needs no
+# cargo); `make uninstall` removes what it installed.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml)
+SONAME := liblinger.so.$(firstword $(subst ., ,$(VERSION)))
+REALNAME := liblinger.so.$(VERSION)
+# What liblinger.a needs from the system, as `cargo rustc -p linger
+# --crate-type staticlib -- --print native-static-libs` reports it (less -lc).
+LIBS_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl
+REL := target/release
+# linger.pc with prefix $(1), libdir $(2), includedir $(3), into $(4).
+pc = sed -e 's|@prefix@|$(1)|' -e 's|@libdir@|$(2)|' -e 's|@includedir@|$(3)|' \
+	-e 's|@version@|$(VERSION)|' -e 's|@libs_private@|$(LIBS_PRIVATE)|' \
+	crates/linger/linger.pc.in >$(4)
+
+lib:
+	$(CARGO) build --release -p linger
+	ln -sf liblinger.so $(REL)/$(SONAME)
+	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/linger-uninstalled.pc)
+
+$(REL)/liblinger.so $(REL)/liblinger.a:
+	$(MAKE) --no-print-directory lib
+
+# libdir and includedir are written relative to ${prefix} when they are under
+# it, so that `pkg-config --define-prefix` can relocate a DESTDIR copy.
+install: $(REL)/liblinger.so $(REL)/liblinger.a
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(REL)/liblinger.so $(DESTDIR)$(LIBDIR)/$(REALNAME)
+	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblinger.so
+	install -m 644 $(REL)/liblinger.a $(DESTDIR)$(LIBDIR)/liblinger.a
+	install -m 644 include/linger.h $(DESTDIR)$(INCLUDEDIR)/linger.h
+	$(call pc,$(PREFIX),$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR)),$(DESTDIR)$(PKGCONFIGDIR)/linger.pc)
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig || true; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/liblinger.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+		$(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/liblinger.a \
+		$(DESTDIR)$(INCLUDEDIR)/linger.h $(DESTDIR)$(PKGCONFIGDIR)/linger.pc

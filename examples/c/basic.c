@@ -6,9 +6,11 @@
  * it back as a paused linger_t; linger_resume() gives it another slice. In
  * between, the caller is free to do anything else (here it just counts).
  *
- * Build (from the repository root, after `cargo build --release`):
+ * Build (from the repository root, after `make lib`):
  *   cc -Wall -O2 -Iinclude examples/c/basic.c -Ltarget/release -llinger \
  *      -Wl,-rpath,$PWD/target/release -o basic
+ * or, after `make install`:
+ *   cc -Wall -O2 examples/c/basic.c $(pkg-config --cflags --libs linger) -o basic
  */
 #include <inttypes.h>
 #include <stdio.h>

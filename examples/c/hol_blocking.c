@@ -7,8 +7,8 @@
  * waits for it. Served with linger in round-robin 200 us slices, long
  * requests are preempted and short ones finish almost at once.
  *
- * Build: cc -Wall -O2 -Iinclude examples/c/hol_blocking.c -Ltarget/release \
- *           -llinger -Wl,-rpath,$PWD/target/release -o hol_blocking
+ * Build (after `make lib`): cc -Wall -O2 -Iinclude examples/c/hol_blocking.c \
+ *           -Ltarget/release -llinger -Wl,-rpath,$PWD/target/release -o hol_blocking
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  * - linger_cancel() discards a paused function for good: its stack is
  *   reclaimed and it never runs again.
  *
- * Build: cc -Wall -O2 -Iinclude examples/c/pause_cancel.c -Ltarget/release \
- *           -llinger -Wl,-rpath,$PWD/target/release -o pause_cancel
+ * Build (after `make lib`): cc -Wall -O2 -Iinclude examples/c/pause_cancel.c \
+ *           -Ltarget/release -llinger -Wl,-rpath,$PWD/target/release -o pause_cancel
  */
 #include <stdio.h>
 

@@ -17,7 +17,8 @@
 #   LINGER_TEST_TIMEOUT=S per-binary time limit in seconds (default 60, 600
 #                         under valgrind)
 #   LINGER_LIB_DIR=dir    use liblinger.so/.a from `dir` and skip the cargo
-#                         build (e.g. to try a patched build of the library)
+#                         build (e.g. to try a patched build of the library);
+#                         the soname link is made there if it is missing
 #   LINGER_NO_STATIC=1    skip the liblinger.a variants
 #   CC                    the C compiler (default cc)
 #
@@ -60,6 +61,12 @@ fi
 for f in liblinger.so liblinger.a; do
     [ -f "$libdir/$f" ] || { echo "missing $libdir/$f" >&2; exit 2; }
 done
+# Programs linked against liblinger.so load it by its soname (as `make lib`
+# arranges in target/release).
+soname="$(readelf -d "$libdir/liblinger.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
+if [ -n "$soname" ] && [ ! -e "$libdir/$soname" ]; then
+    ln -s liblinger.so "$libdir/$soname"
+fi
 
 # Libraries a Rust staticlib needs from the system.
 static_libs=(-lpthread -ldl -lm -lrt)

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `make install` as a C user meets it: installs into a temporary DESTDIR with
+# a PREFIX of its own, builds examples/c/basic.c from the installed copy with
+# `pkg-config --cflags --libs linger`, linked against liblinger.so and (with
+# --static) against liblinger.a, and runs both; then `make uninstall` must
+# leave nothing behind. Exits 1 at the first thing that is wrong.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+CC="${CC:-cc}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+die() {
+    echo "FAIL install: $*" >&2
+    exit 1
+}
+# quiet LOG CMD...: runs CMD with its output in LOG, shown if it fails.
+quiet() {
+    local log="$1"
+    shift
+    "$@" >"$log" 2>&1 || { tail -n 25 "$log" | sed 's/^/    | /' >&2; die "$*"; }
+}
+
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml)"
+soname="liblinger.so.${version%%.*}"
+# The files land under DESTDIR, but everything in them names PREFIX.
+prefix=/opt/linger-install-test
+dest="$tmp/dest"
+lib="$dest$prefix/lib"
+
+quiet "$tmp/lib.log" make --no-print-directory lib
+quiet "$tmp/install.log" make --no-print-directory install DESTDIR="$dest" PREFIX="$prefix"
+
+[ -f "$lib/liblinger.so.$version" ] && [ ! -L "$lib/liblinger.so.$version" ] ||
+    die "no $lib/liblinger.so.$version"
+[ "$(readlink "$lib/$soname")" = "liblinger.so.$version" ] || die "$soname is not a link to liblinger.so.$version"
+[ "$(readlink "$lib/liblinger.so")" = "$soname" ] || die "liblinger.so is not a link to $soname"
+[ -f "$lib/liblinger.a" ] || die "no liblinger.a"
+cmp -s include/linger.h "$dest$prefix/include/linger.h" || die "include/linger.h not installed"
+grep -qx "prefix=$prefix" "$lib/pkgconfig/linger.pc" || die "linger.pc does not say prefix=$prefix"
+readelf -d "$lib/liblinger.so.$version" | grep -q "Library soname: \[$soname\]" ||
+    die "liblinger.so.$version has no soname $soname"
+echo "ok install: files, links, soname $soname"
+
+# --define-prefix: the prefix is taken from where linger.pc is found (the
+# DESTDIR copy), not from what it says (PREFIX, where nothing is yet).
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+flags() { pkg-config --define-prefix "$@" linger; }
+[ "$(flags --variable=libdir)" = "$lib" ] || die "pkg-config finds libdir $(flags --variable=libdir), not $lib"
+cflags=(-Wall -Wextra -Werror -O2)
+
+# Shared: the program must record the soname and load the installed copy.
+# shellcheck disable=SC2046 # pkg-config's output is meant to be split
+quiet "$tmp/shared.build.log" "$CC" "${cflags[@]}" examples/c/basic.c \
+    $(flags --cflags --libs) -Wl,-rpath,"$lib" -o "$tmp/basic"
+readelf -d "$tmp/basic" | grep -q "(NEEDED).*\[$soname\]" || die "the program does not need $soname"
+ldd "$tmp/basic" | grep -q "$soname => $lib/$soname" || die "the program does not load $lib/$soname"
+quiet "$tmp/shared.log" timeout 60 "$tmp/basic"
+echo "ok install: examples/c/basic.c with pkg-config --cflags --libs linger"
+
+# Static: pkg-config cannot ask for one library's archive when both are
+# installed, so -llinger becomes GNU ld's -l:liblinger.a; Libs.private must
+# supply the rest.
+# shellcheck disable=SC2046
+quiet "$tmp/static.build.log" "$CC" "${cflags[@]}" examples/c/basic.c \
+    $(flags --static --cflags --libs | sed 's/-llinger\b/-l:liblinger.a/') -o "$tmp/basic.static"
+if readelf -d "$tmp/basic.static" | grep -q "(NEEDED).*liblinger"; then die "the static program needs liblinger.so"; fi
+quiet "$tmp/static.log" timeout 60 "$tmp/basic.static"
+echo "ok install: examples/c/basic.c with pkg-config --static against liblinger.a"
+
+quiet "$tmp/uninstall.log" make --no-print-directory uninstall DESTDIR="$dest" PREFIX="$prefix"
+left="$(find "$dest" ! -type d)"
+[ -z "$left" ] || die "make uninstall left: $left"
+echo "ok install: make uninstall removes every file"
