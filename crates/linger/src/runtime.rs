@@ -99,9 +99,10 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     READY.store(true, Ordering::Release);
     let t = ts();
     thread_key(); // assigns this thread's id, which resumes read directly
+    // Before the timer: a thread counts as started once it has one.
+    crate::unwind::prepare_thread()?;
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
-    crate::unwind::prepare_thread();
     preempt::unblock_on_this_thread(cfg.signal);
     Ok(())
 }
