@@ -7,6 +7,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -145,8 +146,39 @@ pub(crate) enum Status<T> {
     Overflowed,
 }
 
+/// The user's function while it has not started. Cancelling it then drops
+/// it inside corosensei's non-unwinding drop hook, where a panic from a
+/// captured value's `Drop` would abort the process: it is caught here and
+/// kept in the frame, and the canceller raises it again on its own side, as
+/// dropping the closure in plain Rust would.
+struct Unstarted<F> {
+    f: ManuallyDrop<F>,
+    frame: *const Frame,
+}
+
+impl<F> Unstarted<F> {
+    fn start(self) -> F {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so `f` is moved out exactly once.
+        unsafe { ManuallyDrop::take(&mut me.f) }
+    }
+}
+
+impl<F> Drop for Unstarted<F> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here (`start` forgets `self`).
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(&mut self.f) }));
+        if let Err(p) = r {
+            // SAFETY: the frame lives in the stack header as long as the
+            // coroutine, which is being dropped by its canceller right now.
+            unsafe { (*self.frame).drop_panic.set(Some(p)) };
+        }
+    }
+}
+
 /// Runs on the coroutine: the whole life of the user's function.
-fn body<T, F: FnOnce() -> T>(y: &Yield, f: F) -> Outcome {
+fn body<T, F: FnOnce() -> T>(y: &Yield, f: Unstarted<F>) -> Outcome {
+    let f = f.start();
     let frame = ts().current.get();
     // SAFETY: the runtime set `current` to this function's frame before the
     // first switch; the frame lives as long as the coroutine.
@@ -229,11 +261,13 @@ impl<T> Inner<T> {
                 handler_errno: Cell::new(0),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
+                drop_panic: Cell::new(None),
             })
         };
         // SAFETY: the closure may borrow data of lifetime 'a; the returned
         // continuation carries that lifetime, and the coroutine only runs
         // while it is alive (a forgotten continuation never runs again).
+        let f = Unstarted { f: ManuallyDrop::new(f), frame };
         let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
         // SAFETY: just initialised above.
         unsafe { (*frame).trap.set(Some(co.trap_handler())) };
@@ -418,9 +452,11 @@ impl<T> Inner<T> {
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
+        let mut drop_panic = None;
         let kind = if !co.started() {
             // Drops the closure (and what it captured) without running it.
             co.force_unwind();
+            drop_panic = f.drop_panic.take();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
         } else if !f.unwindable.get() || (!f.migratable && f.home.get() != thread_key()) {
@@ -456,6 +492,10 @@ impl<T> Inner<T> {
         self.recycle_stack();
         if let Some(m) = held {
             crate::sigmask::set(m);
+        }
+        drop(_scope);
+        if let Some(p) = drop_panic {
+            std::panic::resume_unwind(p);
         }
         Ok(kind)
     }
