@@ -452,11 +452,13 @@ impl<T> Inner<T> {
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
-        let mut drop_panic = None;
+        // A panic for the canceller: from dropping the closure, or a new one
+        // raised by a function that caught the cancellation's unwind.
+        let mut raised = None;
         let kind = if !co.started() {
             // Drops the closure (and what it captured) without running it.
             co.force_unwind();
-            drop_panic = f.drop_panic.take();
+            raised = f.drop_panic.take();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
         } else if !f.unwindable.get() || (!f.migratable && f.home.get() != thread_key()) {
@@ -477,8 +479,16 @@ impl<T> Inner<T> {
             }
             // A function that catches the unwind may still return a value.
             let mut result: Option<T> = None;
+            // A function may catch the unwind (`catch_unwind` around a
+            // `pause()`) and panic anew: that panic leaves the coroutine
+            // finished and comes out of `force_unwind`. Caught here, so that
+            // the bookkeeping around the switch completes, and raised again
+            // in the canceller once the cancel is done, as a panic in a
+            // destructor would be in plain Rust.
             let r = self.switch_in(NEVER, &mut result, |co| {
-                co.force_unwind();
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| co.force_unwind())) {
+                    raised = Some(p);
+                }
                 CoroutineResult::Return(Outcome::Value)
             });
             if r.is_err() {
@@ -494,7 +504,7 @@ impl<T> Inner<T> {
             crate::sigmask::set(m);
         }
         drop(_scope);
-        if let Some(p) = drop_panic {
+        if let Some(p) = raised {
             std::panic::resume_unwind(p);
         }
         Ok(kind)
