@@ -64,12 +64,28 @@ impl Drop for Scope {
 /// Starts the runtime (once per process and once per thread).
 /// Makes sure this thread can run a function that already exists (its timer
 /// and signal state); cheaper than `init`, for resumes.
+/// Also rebuilds the table of code that must not be preempted when the
+/// handler has seen code loaded since it was built, as `init` does for
+/// launches: a function that `dlopen`s a library and is only resumed
+/// afterwards would otherwise never be stopped in it.
 #[inline]
 pub(crate) fn init_thread() -> Result<(), Error> {
     if ts_caller().timer.get() >= 0 {
+        if ranges::stale() {
+            refresh_table()?;
+        }
         return Ok(());
     }
     init().map(|_| ())
+}
+
+#[cold]
+fn refresh_table() -> Result<(), Error> {
+    // Inside an enclosing function, the rebuild (which takes a lock and
+    // allocates) must not be stopped half-way.
+    let _scope = Scope::enter();
+    ranges::ensure(config::current()?);
+    Ok(())
 }
 
 pub(crate) fn init() -> Result<&'static Config, Error> {
