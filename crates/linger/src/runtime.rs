@@ -109,6 +109,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
             timer::install_fork_handler(cfg.signal);
+            crate::interpose::signals::hand_over_shadow();
             Ok(())
         })
         .clone()
