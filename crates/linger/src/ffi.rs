@@ -373,6 +373,10 @@ pub unsafe extern "C" fn linger_yielded(l: *const linger_t) -> bool {
     if l.is_complete || l.is_cancelled {
         return false;
     }
+    // Every entry point that takes the table's lock runs as a no-preemption
+    // scope (the others through `guarded`): a function stopped holding it
+    // would deadlock its caller's next resume.
+    let _scope = Scope::enter_from_c();
     let mut t = lock();
     match t.slot(l.continuation) {
         Some((_, Slot { state: SlotState::Paused(c), .. })) => c.yielded(),
