@@ -98,7 +98,8 @@ extern "C" {
 // are rounded up to it). `0` only sets the function up; `UINT64_MAX` means
 // no limit. On failure the
 // result has `is_complete == false` and `continuation == NULL`, and `errno`
-// is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
+// is set: `EINVAL` (NULL `func`), `ENOMEM` (no memory for the stack or for
+// the handle; a function that had started is then cancelled), `EAGAIN` (no timer),
 // `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
 struct linger_t linger_launch(void (*func)(void*), uint64_t timeout_us, void *arg);
 

@@ -147,6 +147,13 @@ pub(crate) fn table() -> Option<&'static Table> {
     unsafe { p.as_ref() }
 }
 
+/// Has the handler seen code the table does not know (a `dlopen` since it
+/// was built)? One relaxed load, for the resume path.
+#[inline]
+pub(crate) fn stale() -> bool {
+    STALE.load(Ordering::Relaxed)
+}
+
 /// Builds the table on first use, and again after new code was seen.
 pub(crate) fn ensure(cfg: &Config) {
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
