@@ -84,6 +84,9 @@ typedef struct linger_stats_t {
   // Deadlines that found a function blocked in a system call and left it
   // waiting until the call returned (`Builder::preempt_blocked(false)`).
   uint64_t blocked_deadlines;
+  // Deferred deadlines taken exactly when the deferred call returned to
+  // the function's own code (a return trap), not by a timer retry.
+  uint64_t return_traps;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.
@@ -123,10 +126,17 @@ struct linger_t linger_launch_opts(void (*func)(void*),
 // `l` must be NULL or point to a writable `linger_t`.
 int32_t linger_resume(struct linger_t *l, uint64_t timeout_us);
 
-// Cancels a paused function and frees everything the runtime holds for it
-// (its stack goes back to the pool). A C function is never unwound (that is
-// not defined through C frames): whatever it allocated itself stays
-// allocated. Returns 0; on a completed or never-launched `linger_t`, 0 and
+// Cancels a paused function and frees everything the runtime holds for it.
+// A C function is never unwound (that is not defined through C frames): it
+// simply never runs again, as if its thread had been killed at the
+// instruction where it stopped. Whatever it allocated stays allocated, locks
+// it held stay held, and memory it was writing, including the caller's
+// (`arg` and anything reachable from it), is left exactly as far as the
+// write had got: a structure half-way through an update stays that way, so
+// let functions write caller memory only inside `linger_critical_begin`/
+// `linger_critical_end`, or discard that memory after a cancel. The live part
+// of its stack stays mapped and is never reused (pointers to its locals that
+// it handed out stay valid); the rest is released. Returns 0; on a completed or never-launched `linger_t`, 0 and
 // nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
 // cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
 // one that is running (`EBUSY`).
