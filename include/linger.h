@@ -84,6 +84,9 @@ typedef struct linger_stats_t {
   // Deadlines that found a function blocked in a system call and left it
   // waiting until the call returned (`Builder::preempt_blocked(false)`).
   uint64_t blocked_deadlines;
+  // Deferred deadlines taken exactly when the deferred call returned to
+  // the function's own code (a return trap), not by a timer retry.
+  uint64_t return_traps;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.

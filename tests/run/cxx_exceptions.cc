@@ -3,6 +3,8 @@
 //     std::vector objects and RAII counters), caught at the top, many times;
 //     every destructor runs exactly once;
 //   - rethrow, nested try blocks, std::function frames, exceptions in threads;
+//   - thrown from a qsort comparator through libc's qsort (where a deferred
+//     deadline arms a return trap on qsort's frame) and caught outside;
 //   - `cxx_exceptions uncaught`: an exception nobody catches -> std::terminate
 //     prints the usual message and the process dies of SIGABRT;
 //   - `cxx_exceptions noexcept`: thrown through a noexcept function -> same;
@@ -147,5 +149,27 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++) CHECK(results[static_cast<size_t>(k)] == n / 10, "thread %d caught %d", k, results[static_cast<size_t>(k)]);
     CHECK(mine == n / 4, "main caught %d", mine);
     std::printf("threads: ok\n");
+
+    // through libc: qsort's frame may carry a return trap when the exception
+    // passes; the unwinder must find the real return address through it
+    int thrown = 0;
+    for (int i = 0; i < n / 4; i++) {
+        std::vector<int> v(3000);
+        for (size_t k = 0; k < v.size(); k++) v[k] = static_cast<int>((k * 7919) % v.size());
+        static int calls;
+        calls = 0;
+        try {
+            std::qsort(v.data(), v.size(), sizeof(int), [](const void *a, const void *b) -> int {
+                if (++calls == 20000) throw std::out_of_range("from qsort");
+                sink += mix(20, calls);
+                int x = *static_cast<const int *>(a), y = *static_cast<const int *>(b);
+                return (x > y) - (x < y);
+            });
+        } catch (const std::out_of_range &) {
+            thrown++;
+        }
+    }
+    CHECK(thrown == n / 4, "caught %d of %d exceptions thrown through qsort", thrown, n / 4);
+    std::printf("through qsort: ok\n");
     return 0;
 }

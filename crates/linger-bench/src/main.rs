@@ -6,6 +6,7 @@
 //! SVG plots in `docs/plots/`.
 
 mod accuracy;
+mod libloops;
 mod latency;
 mod machine;
 mod memory;
@@ -126,7 +127,7 @@ fn main() -> ExitCode {
     }
     let steps = [
         on("latency").then_some(8),
-        on("accuracy").then_some(accuracy::TIMEOUTS_US.len() as u64),
+        on("accuracy").then_some(accuracy::TIMEOUTS_US.len() as u64 + 1),
         on("throughput").then(|| throughput::steps(sc)),
         on("memory").then_some(3),
         run_plan.as_ref().and_then(|r| r.as_ref().ok()).map(run::Plan::steps),
@@ -136,6 +137,7 @@ fn main() -> ExitCode {
     // fork() is timed in the latency section: run it first, while the process is small.
     let latency = on("latency").then(|| latency::run(sc, &sigs, &mut p));
     let accuracy = on("accuracy").then(|| accuracy::run(sc, &sigs, &mut p));
+    let libloops = on("accuracy").then(|| libloops::run(sc, &mut p));
     let throughput = on("throughput").then(|| throughput::run(sc, &sigs, &mut p));
     let memory = on("memory").then(|| memory::run(sc, &mut p));
     let run = run_plan.map(|r| match r {
@@ -158,6 +160,7 @@ fn main() -> ExitCode {
         load_end: machine::loadavg(),
         latency,
         accuracy,
+        libloops,
         throughput,
         memory,
         run,
@@ -188,6 +191,9 @@ fn write_docs(dir: &Path, md: &str, r: &report::Results) -> Result<(), Box<dyn s
     }
     if let Some(a) = &r.accuracy {
         plots::accuracy(&plots.join("accuracy.svg"), a)?;
+    }
+    if let Some(l) = &r.libloops {
+        plots::libloops(&plots.join("library-loops.svg"), l)?;
     }
     if let Some(t) = &r.throughput {
         plots::throughput(&plots.join("throughput.svg"), t)?;

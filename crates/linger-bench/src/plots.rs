@@ -327,3 +327,54 @@ mod tests {
         assert!(svg.contains("python3.11") && svg.contains("--slice 100us"));
     }
 }
+
+/// Library-heavy loops: overrun p50 and p99 per loop (log axis), with the
+/// target line at the spin loop's p99 + 50 us.
+pub fn libloops(path: &Path, rows: &[crate::libloops::LoopRow]) -> Res {
+    let us = |ns: f64| (ns / 1000.0).max(1.0);
+    let rows_rev: Vec<_> = rows.iter().rev().collect();
+    let n = rows_rev.len() as i32;
+    let goal = us(rows.first().map_or(0.0, |r| r.overrun.p99) + crate::report::LIBLOOP_SLACK_NS);
+    let hi = rows.iter().map(|r| us(r.overrun.max)).fold(goal, f64::max) * 2.0;
+    let root = SVGBackend::new(path, (960, 40 + 40 * n as u32 + 80)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Overrun of library-heavy loops, 100 us timeouts (p50, p99, max)", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(260)
+        .build_cartesian_2d((0.5f64..hi).log_scale(), (0..n - 1).into_segmented())?;
+    let names: Vec<&str> = rows_rev.iter().map(|r| r.name).collect();
+    chart
+        .configure_mesh()
+        .x_desc("overrun (us, log scale)")
+        .y_labels(n as usize)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).map(|s| s.replace('`', "")).unwrap_or_default(),
+            _ => String::new(),
+        })
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .label_style((FONT, 13))
+        .draw()?;
+    type Pick = fn(&crate::libloops::LoopRow) -> f64;
+    let series: [(&str, RGBColor, Pick); 3] =
+        [("p50", LINGER_LIGHT, |r| r.overrun.p50), ("p99", LINGER, |r| r.overrun.p99), ("max", LINGER_DARK, |r| r.overrun.max)];
+    for (name, c, f) in series {
+        chart
+            .draw_series(
+                rows_rev.iter().enumerate().map(|(i, r)| Circle::new((us(f(r)), SegmentValue::CenterOf(i as i32)), 5, c.filled())),
+            )?
+            .label(name)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
+    }
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(goal, SegmentValue::Exact(0)), (goal, SegmentValue::Last)],
+            GREY.stroke_width(2),
+        )))?
+        .label("target: spin p99 + 50 us")
+        .legend(legend_line(GREY));
+    finish(&mut chart, SeriesLabelPosition::LowerRight)?;
+    root.present()?;
+    Ok(())
+}

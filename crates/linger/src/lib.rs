@@ -37,6 +37,7 @@ mod interpose;
 mod overflow;
 mod preempt;
 mod ranges;
+mod return_trap;
 mod runtime;
 mod scope;
 mod sigmask;

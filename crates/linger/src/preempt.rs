@@ -1,6 +1,6 @@
 //! Where preemption happens.
 //!
-//! A preemptible function is stopped in exactly two ways:
+//! A preemptible function is stopped in exactly three ways:
 //!
 //! 1. **In the timer signal handler** ([`on_timer`]): the per-thread one-shot
 //!    timer fires at the deadline; the handler runs on the function's own
@@ -14,6 +14,9 @@
 //!    exit hands control back through an ordinary function call. (A deadline
 //!    that passes while the runtime switches *into* the function is postponed
 //!    instead, in [`landed`], so that every resume makes progress.)
+//! 3. **At the return of a deferred call** ([`at_return`]): a deadline that
+//!    found the function inside library code is taken when that code returns
+//!    to the function's own, through a return trap.
 //!
 //! Only the second kind (and `pause()`) stops the function at a call
 //! instruction, where unwinding is defined; that is why cancellation can run
@@ -30,10 +33,14 @@
 //!   (e.g. user code called back from `qsort` or from `println!`'s formatting
 //!   while the stdout lock is held): defer.
 //!
-//! Deferrals of the last three kinds re-arm the timer: 32 times at the base
-//! interval (10 us, or the cost of arming if that is more), then with
-//! exponential back-off up to 250 us, like Go's retried async preemption.
-//! The handler itself counts as a no-preemption scope (see [`on_timer`]).
+//! Deferrals of the last three kinds set a return trap on the outermost
+//! deferred call (see [`crate::return_trap`]): the function is stopped by
+//! [`at_return`] the moment that call returns to its own code. The timer is
+//! re-armed as a backstop, or, where no trap can be set, for retries: 32
+//! times at the base interval (10 us, or the cost of arming if that is more),
+//! then with exponential back-off up to 250 us, like Go's retried async
+//! preemption. The handler itself counts as a no-preemption scope (see
+//! [`on_timer`]).
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
@@ -153,9 +160,13 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     // `hold_signals` plus the program's signals, until it resumes us.
     // SAFETY: a non-null `uc` is the live signal context of this handler.
     let mask = if uc.is_null() { None } else { Some(sigmask::word(unsafe { &(*uc).uc_sigmask })) };
+    // Stopped again on its way back from a stop, before `release_held` gave
+    // it its mask (the thread's mask is still the held one): its own mask is
+    // the one still recorded, and stays recorded for that `release_held`.
+    let prior = f.held.get();
     if f.hold_signals {
         // In the handler they are blocked already (its sa_mask).
-        let own = mask.unwrap_or_else(sigmask::hold);
+        let own = prior.or(mask).unwrap_or_else(sigmask::hold);
         f.held.set(Some(own));
     } else if let Some(m) = mask {
         sigmask::set(m);
@@ -172,6 +183,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
         if f.held.take().is_none() {
             sigmask::hold();
         }
+        f.held.set(prior);
     }
     f.in_handler.set(false);
     f.ucontext.set(std::ptr::null_mut());
@@ -246,6 +258,39 @@ fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
     true
 }
 
+/// A return trap fired (see `return_trap`): the outermost deferred call of
+/// the running function has just returned to its own code. Takes the
+/// deadline that was deferred, if it is still due, as the end of a scope
+/// would; it cannot be unwound from here (the trampoline is `extern "C"`).
+pub(crate) fn at_return() {
+    let ts = ts();
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is the live function whose call just returned.
+    let f = unsafe { &*frame };
+    crate::return_trap::release(f);
+    if now_ns() < f.deadline.get() {
+        return; // stopped meanwhile (a `pause()` in a callback) and resumed
+    }
+    if ts.defer.get() > 0 {
+        ts.pending.set(true); // inside a scope: taken at its end
+    } else if f.held.get().is_some() {
+        // The call returned into the runtime's own way back from a stop
+        // (`landed`, before `release_held` gave the function its mask): a
+        // stop here would take the held mask for the function's own. Let
+        // the timer take it a moment later, as before traps.
+        let _ = timer::arm(ts, now_ns() + min_delay(ts));
+    } else {
+        bump(&ts.stats.return_traps);
+        if take_pending(ts, false) {
+            landed();
+            release_held();
+        }
+    }
+}
+
 /// Ends a no-preemption scope opened with `defer += 1`.
 #[inline]
 pub(crate) fn exit_scope(unwindable: bool) {
@@ -282,7 +327,7 @@ pub(crate) fn pause(unwindable: bool) {
 fn stack_room(frame: &Frame) -> bool {
     let probe = 0u8;
     let here = std::hint::black_box(&probe) as *const u8 as usize;
-    // On another stack (a program handler's alternate stack): `safe_point`
+    // On another stack (a program handler's alternate stack): `judge`
     // refuses that on its own.
     here < frame.stack_lo || here >= frame.stack_hi || here - frame.stack_lo >= HANDLER_STACK
 }
@@ -435,39 +480,85 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     None
 }
 
+/// The handler's verdict on an interrupted point.
+enum Verdict {
+    /// Safe to stop here. `release`: the walk saw the whole chain and no
+    /// return trap on it, so one the function holds is dead.
+    Stop { release: bool },
+    /// Not now. `patch`: the return-address slot of the outermost deferred
+    /// call and that call's code address, where a return trap could be set;
+    /// `trapped`: a trap is set there already.
+    Defer { patch: Option<(usize, usize)>, trapped: bool },
+}
+
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
-fn safe_point(frame: &Frame, uc: &libc::ucontext_t) -> bool {
-    let Some(table) = ranges::table() else { return false };
+const NOT_NOW: Verdict = Verdict::Defer { patch: None, trapped: false };
+
+fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
+    use crate::unwind::{walk, Chain};
+    let Some(table) = ranges::table() else { return NOT_NOW };
     let g = &uc.uc_mcontext.gregs;
     let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
     let entry = frame.entry_sp.get();
     if entry == 0 || sp < frame.stack_lo || sp >= entry {
-        return false;
+        return NOT_NOW;
     }
+    let (lo, hi) = (frame.stack_lo, frame.stack_hi);
     let from = if table.must_defer(pc) {
         // Exception: the system call instruction of an interposed blocking
         // call (read, nanosleep, ...): the libc wrapper below the interposer
         // holds no lock there, so only the frames above the interposer count.
         let b = frame.blocking_sp.get();
         if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
-            return false;
+            // Deferred here: where does the deferred code return to the
+            // function's own?
+            return match walk(table, uc, lo, hi, entry, true) {
+                Chain::Deferred { patch, trapped } => Verdict::Defer { patch, trapped },
+                _ => NOT_NOW,
+            };
         }
         // The call chain from libc's system call wrapper up: every frame but
         // that first one must be clear (a scan would also read stale words
         // that the wrapper's own earlier calls left in its frame).
-        match crate::unwind::frames_clear(table, uc, frame.stack_lo, frame.stack_hi, entry) {
-            Some(clear) => return clear,
-            None => b,
+        match walk(table, uc, lo, hi, entry, false) {
+            Chain::Clear { trapped } => return Verdict::Stop { release: !trapped },
+            Chain::Deferred { patch, trapped } => return Verdict::Defer { patch, trapped },
+            Chain::Unknown => b,
         }
     } else {
         // Walk the real call chain when the unwind tables allow it: a scan
         // of every stack word would also see stale return addresses.
-        match crate::unwind::frames_clear(table, uc, frame.stack_lo, frame.stack_hi, entry) {
-            Some(clear) => return clear,
-            None => sp,
+        match walk(table, uc, lo, hi, entry, false) {
+            Chain::Clear { trapped } => return Verdict::Stop { release: !trapped },
+            Chain::Deferred { patch, trapped } => return Verdict::Defer { patch, trapped },
+            Chain::Unknown => sp,
         }
     };
-    scan_clear(table, from, entry)
+    if scan_clear(table, from, entry) {
+        Verdict::Stop { release: false }
+    } else {
+        NOT_NOW
+    }
+}
+
+/// Sets a return trap on the outermost deferred call found by `judge`,
+/// unless that call reads its own return address. True if set.
+///
+/// # Safety
+/// `f` is the function interrupted in this handler; `slot` a live
+/// return-address slot of its call chain.
+unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
+    let Some(table) = ranges::table() else { return false };
+    if table.in_loader(code) {
+        return false;
+    }
+    match crate::unwind::function_start(table, code) {
+        Some(start) if !crate::return_trap::reads_return_address(start) => {
+            // SAFETY: per the contract.
+            unsafe { crate::return_trap::arm(f, slot) }
+        }
+        _ => false,
+    }
 }
 
 /// The function is about to return from this handler to the `syscall`
@@ -550,7 +641,8 @@ fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
         // SAFETY: [from, entry) is the live part of the function's own stack,
         // mapped and readable.
         let w = unsafe { *(a as *const usize) };
-        if table.deferred_return_address(w) {
+        // A trap address stands for a deferred call's return address.
+        if table.deferred_return_address(w) || crate::return_trap::original(w).is_some() {
             return false;
         }
         a += 8;
@@ -680,14 +772,18 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
-            if stack_room(f) && safe_point(f, unsafe { &*ucp }) {
+            let verdict = if stack_room(f) { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
+            if let Verdict::Stop { release } = verdict {
+                if release {
+                    crate::return_trap::release(f);
+                }
                 f.retries.set(0);
                 record_preemption(ts, f, now);
                 // Parked from here on, and with room to spare once resumed.
                 f.handler_uc.set(0);
                 ts.defer.set(0);
                 compiler_fence(Ordering::SeqCst);
-                // SAFETY: safe_point checked that we interrupted the function's
+                // SAFETY: judge checked that we interrupted the function's
                 // own code on its own stack, and this handler frame is on it too.
                 unsafe { switch_out(f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
                 // Resumed, possibly on another thread.
@@ -695,12 +791,25 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 return;
             }
             bump(&ts.stats.deferrals);
+            // The deferred call's return will stop the function (see
+            // `return_trap`); the timer only backs that up.
+            // SAFETY: the slot was found on `f`'s live call chain just now,
+            // and `f` is stopped in this handler.
+            let trapped = match verdict {
+                Verdict::Defer { trapped: true, .. } => true,
+                Verdict::Defer { patch: Some((slot, code)), .. } => unsafe { set_return_trap(f, slot, code) },
+                _ => false,
+            };
             let n = f.retries.get();
             f.retries.set(n.saturating_add(1));
             // Retry at the base interval a few times (most deferrals are
             // short library calls), then back off for long ones.
             let shift = n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16);
-            let delay = (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS);
+            // With a trap set, the timer is only a backstop, unless the
+            // function is inside a wrapped blocking call: the trap fires when
+            // the call returns, but a retry stops it at its system call.
+            let backstop = trapped && f.blocking_sp.get() == 0;
+            let delay = if backstop { MAX_RETRY_NS } else { (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS) };
             // Never retry sooner than twice what this decision cost: walking
             // a call chain thousands of frames deep takes milliseconds, and
             // retrying every 10 us would leave the function no time to run.

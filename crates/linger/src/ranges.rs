@@ -28,6 +28,8 @@ pub(crate) struct Table {
     known: Vec<Range>,
     /// Sorted executable ranges with the unwind tables of their object.
     unwind: Vec<(Range, crate::unwind::Object)>,
+    /// Executable ranges of the dynamic loader (no return traps there).
+    loader: Vec<Range>,
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
@@ -75,6 +77,11 @@ impl Table {
     pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::unwind::Object> {
         let i = self.unwind.partition_point(|r| r.0 .1 <= pc);
         self.unwind.get(i).filter(|r| r.0 .0 <= pc).map(|r| &r.1)
+    }
+
+    /// True if `pc` lies in the dynamic loader's code.
+    pub(crate) fn in_loader(&self, pc: usize) -> bool {
+        contains(&self.loader, pc)
     }
 
     /// True if `pc` lies in an executable segment known when the table was built.
@@ -441,7 +448,11 @@ fn build(cfg: &Config) -> Table {
     let mut deferred = Vec::new();
     let mut known = Vec::new();
     let mut unwind = Vec::new();
+    let mut loader = Vec::new();
     for o in loaded_objects() {
+        if o.name.contains("/ld-linux") || o.name.contains("/ld64.so") {
+            loader.extend(o.exec.iter().copied());
+        }
         known.extend(o.exec.iter().copied());
         if let Some(u) = o.unwind {
             unwind.extend(o.exec.iter().map(|r| (*r, u)));
@@ -460,7 +471,7 @@ fn build(cfg: &Config) -> Table {
         }
     }
     unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
-    Table { deferred: merge(deferred), known: merge(known), unwind }
+    Table { deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader) }
 }
 
 #[cfg(test)]

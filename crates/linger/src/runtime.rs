@@ -106,6 +106,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             crate::clock::start();
             crate::interpose::prepare();
             ranges::ensure(cfg);
+            crate::return_trap::init();
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
             timer::install_fork_handler(cfg.signal);
@@ -280,6 +281,7 @@ impl<T> Inner<T> {
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
                 stopped_sp: Cell::new(0),
+                trap_slot: Cell::new(0),
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
@@ -458,6 +460,7 @@ impl<T> Inner<T> {
     }
 
     fn recycle_stack(&mut self) {
+        self.release_trap();
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
             co.into_stack().recycle();
@@ -472,9 +475,19 @@ impl<T> Inner<T> {
     /// must stay valid, since nothing ran its destructor (`Pin`'s drop
     /// guarantee). Only the dead part below is released.
     fn abandon_stack(&mut self, live_from: usize) {
+        self.release_trap();
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
             co.into_stack().abandon(live_from);
+        }
+    }
+
+    /// The function can no longer return into a trap address it holds.
+    fn release_trap(&self) {
+        if self.co.is_some() {
+            // SAFETY: unfinished or just finished: the frame is still in the
+            // stack header, which has not been recycled yet.
+            crate::return_trap::release(unsafe { self.frame.as_ref() });
         }
     }
 

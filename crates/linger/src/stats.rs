@@ -40,6 +40,9 @@ pub struct Stats {
     /// Deadlines that found a function blocked in a system call and left it
     /// waiting until the call returned (`Builder::preempt_blocked(false)`).
     pub blocked_deadlines: u64,
+    /// Deferred deadlines taken exactly when the deferred call returned to
+    /// the function's own code (a return trap), not by a timer retry.
+    pub return_traps: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -66,6 +69,7 @@ macro_rules! cells {
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
     cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
+    return_traps,
 }
 
 /// Counters of the calling thread.

@@ -119,6 +119,8 @@ pub(crate) struct Frame {
     /// Its deadline passed while it was blocked and was left for when the
     /// call returns.
     pub overdue: Cell<bool>,
+    /// The trap address (`return_trap`) it holds, plus one; 0 for none.
+    pub trap_slot: Cell<u32>,
     /// Stack pointer where it last switched out: nothing of it below this
     /// is live while it is stopped.
     pub stopped_sp: Cell<usize>,

@@ -67,6 +67,8 @@ pub(crate) fn signal() -> i32 {
 /// id) is.
 pub(crate) fn install_fork_handler(signo: i32) {
     SIGNO.store(signo, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: getpid has no preconditions.
+    OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     // SAFETY: registering a handler with no prepare/parent hooks.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
 }
@@ -74,6 +76,8 @@ pub(crate) fn install_fork_handler(signo: i32) {
 /// In the child of a fork: give the (only) thread a timer of its own again,
 /// and re-arm it if the fork happened inside a preemptible function.
 extern "C" fn after_fork_in_child() {
+    // SAFETY: getpid has no preconditions.
+    OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     let ts = crate::thread::ts();
     if ts.timer.get() < 0 {
         return; // this thread never used linger
@@ -90,6 +94,18 @@ extern "C" fn after_fork_in_child() {
         // SAFETY: `current` is a live frame: the child runs the same code.
         let _ = arm(ts, unsafe { (*current).deadline.get() });
     }
+}
+
+/// The process whose threads own the timers: a `vfork` child shares our
+/// memory (and this thread's state) but is another process, with no timers.
+static OWNER_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// False in a `vfork` child (or any process sharing our memory without
+/// having forked through `fork`): it must not change this thread's state,
+/// which belongs to the suspended parent. Async-signal-safe.
+pub(crate) fn in_owner_process() -> bool {
+    // SAFETY: getpid has no preconditions.
+    OWNER_PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
 }
 
 /// Creates this thread's timer if it has none yet.

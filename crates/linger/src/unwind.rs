@@ -15,7 +15,7 @@
 //! the rules, reading nothing outside the function's own stack. No allocation,
 //! no locks (the per-thread unwind context is allocated at thread start-up),
 //! so this is async-signal-safe. When the information is missing or uses a
-//! DWARF expression, [`frames_clear`] says "don't know" and the caller falls
+//! DWARF expression, [`walk`] says "don't know" and the caller falls
 //! back to the conservative scan.
 
 use std::cell::Cell;
@@ -52,14 +52,13 @@ enum Rule {
 /// What the walk needs to know about one return address, decoded once.
 #[derive(Clone, Copy)]
 enum Step {
-    /// The frame's code must not be interrupted.
-    Deferred,
     /// No usable unwind information (or a DWARF expression): don't know.
-    Unknown,
+    Unknown { deferred: bool },
     /// The outermost frame: the return address has no rule.
     Outermost,
     /// The caller's CFA is `register + offset`; registers by `rules`.
-    Rules { cfa_reg: u16, cfa_off: i64, rules: [Rule; NREGS] },
+    /// `deferred`: the frame's code must not be interrupted.
+    Rules { deferred: bool, cfa_reg: u16, cfa_off: i64, rules: [Rule; NREGS] },
 }
 
 /// A direct-mapped cache of decoded steps, by table and address. A deep
@@ -100,7 +99,7 @@ impl Unwinder {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
-                cache.add(i).write(Entry { table: 0, pc: 0, step: Step::Unknown });
+                cache.add(i).write(Entry { table: 0, pc: 0, step: Step::Unknown { deferred: true } });
             }
             Some(Box::from_raw(p))
         }
@@ -122,19 +121,12 @@ impl Unwinder {
 
 /// Decodes the step for `at` from the unwind tables.
 fn decode(table: &Table, ctx: &mut Ctx, at: usize) -> Step {
-    if table.is_deferred(at) {
-        return Step::Deferred;
-    }
-    decode_row(table, ctx, at)
-}
-
-/// The rules of `at`'s frame, deferred code or not.
-fn decode_row(table: &Table, ctx: &mut Ctx, at: usize) -> Step {
-    let Some(obj) = table.unwind_object(at) else { return Step::Unknown };
-    let Some(row) = row_for(obj, ctx, at as u64) else { return Step::Unknown };
+    let deferred = table.is_deferred(at);
+    let Some(obj) = table.unwind_object(at) else { return Step::Unknown { deferred } };
+    let Some(row) = row_for(obj, ctx, at as u64) else { return Step::Unknown { deferred } };
     let (cfa_reg, cfa_off) = match row.cfa() {
         CfaRule::RegisterAndOffset { register, offset } if (register.0 as usize) < NREGS => (register.0, *offset),
-        _ => return Step::Unknown,
+        _ => return Step::Unknown { deferred },
     };
     let mut rules = [Rule::Same; NREGS];
     let mut ra_set = false;
@@ -150,7 +142,7 @@ fn decode_row(table: &Table, ctx: &mut Ctx, at: usize) -> Step {
             RegisterRule::ValOffset(o) => Rule::ValOffset(*o),
             RegisterRule::Register(r) if (r.0 as usize) < NREGS => Rule::Register(r.0),
             RegisterRule::Constant(c) => Rule::Constant(*c as u64),
-            _ => return Step::Unknown,
+            _ => return Step::Unknown { deferred },
         };
         ra_set |= i == RA;
     }
@@ -159,7 +151,7 @@ fn decode_row(table: &Table, ctx: &mut Ctx, at: usize) -> Step {
         // address without a rule marks the outermost frame.
         return Step::Outermost;
     }
-    Step::Rules { cfa_reg, cfa_off, rules }
+    Step::Rules { deferred, cfa_reg, cfa_off, rules }
 }
 
 /// Where one loaded object's unwind tables are.
@@ -248,82 +240,145 @@ fn read(lo: usize, hi: usize, addr: u64) -> Option<u64> {
     Some(unsafe { *(a as *const u64) })
 }
 
-/// Is every frame of the interrupted function, from the interrupted point up
-/// to its entry at `entry`, outside deferred code? `Some(true)`: safe to
-/// stop; `Some(false)`: a frame is in deferred code; `None`: the unwind
-/// information does not say (fall back to scanning).
-///
-/// The first frame's own PC has been checked by the caller.
-pub(crate) fn frames_clear(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize) -> Option<bool> {
+/// What a walk of the interrupted function's call chain found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Chain {
+    /// No frame, from the interrupted point up to the function's entry, is
+    /// in deferred code: safe to stop. `trapped`: a return trap is armed on
+    /// the chain all the same (in the frame of a blocking call whose system
+    /// call the caller judged stoppable), so it must be kept.
+    Clear { trapped: bool },
+    /// A frame is in deferred code. `patch`: the stack slot holding the
+    /// return address of the outermost deferred frame (into the function's
+    /// own code) and that frame's code address, when the whole chain was
+    /// read and no trap is armed on it yet; `trapped`: one is (see
+    /// `return_trap`).
+    Deferred { patch: Option<(usize, usize)>, trapped: bool },
+    /// The unwind information does not say (fall back to scanning).
+    Unknown,
+}
+
+/// Walks the interrupted function's call chain, from the interrupted point
+/// (registers in `uc`) up to its entry at `entry`, within its stack
+/// `[lo, hi)`. `first_deferred` says whether the interrupted frame itself
+/// counts as deferred (the caller judged its PC: the system call of a
+/// blocking wrapper does not count). Return addresses that are trap
+/// addresses are read through to the real ones.
+pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize, first_deferred: bool) -> Chain {
     let u = ts().unwind_ctx.get() as *mut Unwinder;
     if u.is_null() {
-        return None;
+        return if first_deferred { Chain::Deferred { patch: None, trapped: false } } else { Chain::Unknown };
     }
     // SAFETY: this thread's unwinder, used only by this thread's handler,
     // which is not re-entered while deciding (it is a no-preemption scope).
     let u = unsafe { &mut *u };
     let mut regs = regs_from(uc);
     let mut first = true;
+    let mut any_deferred = false;
+    // The outermost deferred frame's return-address slot and code address.
+    let mut patch: Option<(usize, usize)> = None;
+    let mut trapped = false;
+    // What to answer when the chain cannot be followed further.
+    let lost = |any: bool| if any { Chain::Deferred { patch: None, trapped: false } } else { Chain::Unknown };
     // Deep enough for any real recursion within the default 8 MiB stack of
     // main (a frame is at least 16 bytes); the cost is bounded by the
     // handler's retry rule (it never retries sooner than twice its cost).
     for _ in 0..(1 << 19) {
         let sp = regs[RSP] as usize;
         if sp >= entry {
-            return Some(true);
+            break;
         }
         let pc = regs[RA] as usize;
         // A return address points after its call: look up the call itself.
-        let at = if first { pc } else { pc.checked_sub(1)? };
-        let step = match u.step(table, at) {
-            Step::Deferred if !first => return Some(false),
-            // The first frame's own PC has been judged by the caller (the
-            // system call of a blocking wrapper): only its rules count.
-            Step::Deferred => decode_row(table, &mut u.ctx, at),
-            s => s,
+        let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
+        let step = u.step(table, at);
+        let (deferred, cfa_reg, cfa_off, rules) = match step {
+            Step::Rules { deferred, cfa_reg, cfa_off, rules } => (deferred, cfa_reg, cfa_off, rules),
+            Step::Outermost => break,
+            Step::Unknown { deferred } => return lost(any_deferred || if first { first_deferred } else { deferred }),
         };
-        let (cfa_reg, cfa_off, rules) = match step {
-            Step::Rules { cfa_reg, cfa_off, rules } => (cfa_reg, cfa_off, rules),
-            Step::Outermost => return Some(true),
-            Step::Unknown | Step::Deferred => return None,
-        };
-        let cfa = regs[cfa_reg as usize].checked_add_signed(cfa_off)?;
+        let deferred = if first { first_deferred } else { deferred };
+        let Some(cfa) = regs[cfa_reg as usize].checked_add_signed(cfa_off) else { return lost(any_deferred || deferred) };
         let mut next = regs;
+        let mut ra_slot = None;
         for (i, rule) in rules.iter().enumerate() {
             next[i] = match *rule {
                 Rule::Same => regs[i],
-                Rule::Offset(o) => read(lo, hi, cfa.checked_add_signed(o)?)?,
-                Rule::ValOffset(o) => cfa.checked_add_signed(o)?,
+                Rule::Offset(o) => {
+                    let Some(a) = cfa.checked_add_signed(o) else { return lost(any_deferred || deferred) };
+                    if i == RA {
+                        ra_slot = Some(a as usize);
+                    }
+                    match read(lo, hi, a) {
+                        Some(w) => w,
+                        None => return lost(any_deferred || deferred),
+                    }
+                }
+                Rule::ValOffset(o) => match cfa.checked_add_signed(o) {
+                    Some(v) => v,
+                    None => return lost(any_deferred || deferred),
+                },
                 Rule::Register(r) => regs[r as usize],
                 Rule::Constant(c) => c,
             };
         }
         next[RSP] = cfa;
+        if let Some(real) = crate::return_trap::original(next[RA] as usize) {
+            next[RA] = real as u64;
+            trapped = true;
+        }
+        if deferred {
+            any_deferred = true;
+            patch = ra_slot.map(|s| (s, at));
+        }
         if cfa as usize <= sp {
-            return None; // not moving up the stack: corrupt or unusual
+            return lost(any_deferred); // not moving up the stack: corrupt or unusual
         }
         regs = next;
         first = false;
     }
-    None
+    if !any_deferred {
+        return Chain::Clear { trapped };
+    }
+    Chain::Deferred { patch: if trapped { None } else { patch }, trapped }
 }
 
-/// The CFI row of `pc` in `obj`.
-fn row_for<'c>(obj: &Object, ctx: &'c mut Ctx, pc: u64) -> Option<&'c UnwindTableRow<usize, Fixed>> {
+/// The entry address of the function whose code contains `pc`, from its
+/// frame description.
+pub(crate) fn function_start(table: &Table, pc: usize) -> Option<usize> {
+    let s = sections(table.unwind_object(pc)?)?;
+    let fde = s.hdr.table()?.fde_for_address(&s.eh_frame, &s.bases, pc as u64, EhFrame::cie_from_offset).ok()?;
+    Some(fde.initial_address() as usize)
+}
+
+type Slice = gimli::EndianSlice<'static, NativeEndian>;
+
+/// One object's parsed `.eh_frame_hdr` and `.eh_frame`.
+struct Sections {
+    hdr: gimli::ParsedEhFrameHdr<Slice>,
+    eh_frame: EhFrame<Slice>,
+    bases: BaseAddresses,
+}
+
+fn sections(obj: &Object) -> Option<Sections> {
     // SAFETY: the header lies in a mapped, read-only segment of a loaded
-    // object (recorded when the table was built).
-    let hdr_bytes = unsafe { std::slice::from_raw_parts(obj.hdr as *const u8, obj.hdr_len) };
+    // object (recorded when the table was built), mapped while it is loaded.
+    let hdr_bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(obj.hdr as *const u8, obj.hdr_len) };
     let bases = BaseAddresses::default().set_eh_frame_hdr(obj.hdr as u64).set_text(obj.text.0 as u64);
     let hdr = EhFrameHdr::new(hdr_bytes, NativeEndian).parse(&bases, 8).ok()?;
     let gimli::Pointer::Direct(eh) = hdr.eh_frame_ptr() else { return None };
     let eh = eh as usize;
     let seg = obj.segs.iter().find(|s| s.0 <= eh && eh < s.1)?;
     // SAFETY: from `.eh_frame` to the end of the mapped segment holding it.
-    let eh_bytes = unsafe { std::slice::from_raw_parts(eh as *const u8, seg.1 - eh) };
-    let eh_frame = EhFrame::new(eh_bytes, NativeEndian);
-    let bases = bases.set_eh_frame(eh as u64);
-    let table = hdr.table()?;
-    table.unwind_info_for_address(&eh_frame, &bases, ctx, pc, EhFrame::cie_from_offset).ok()
+    let eh_bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(eh as *const u8, seg.1 - eh) };
+    Some(Sections { hdr, eh_frame: EhFrame::new(eh_bytes, NativeEndian), bases: bases.set_eh_frame(eh as u64) })
+}
+
+/// The CFI row of `pc` in `obj`.
+fn row_for<'c>(obj: &Object, ctx: &'c mut Ctx, pc: u64) -> Option<&'c UnwindTableRow<usize, Fixed>> {
+    let s = sections(obj)?;
+    let table = s.hdr.table()?;
+    table.unwind_info_for_address(&s.eh_frame, &s.bases, ctx, pc, EhFrame::cie_from_offset).ok()
 }
 
 /// Reads the unwind table location of one object from its program headers.
@@ -342,4 +397,10 @@ pub(crate) fn object_from_phdrs(bias: usize, phdrs: &[libc::Elf64_Phdr], text: (
     }
     let seg = segs.iter().find(|s| s.0 <= hdr && hdr < s.1)?;
     Some(Object { text, hdr, hdr_len: seg.1 - hdr, segs })
+}
+
+/// An unwind context for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn test_context() -> Ctx {
+    Ctx::new_in()
 }

@@ -113,6 +113,11 @@ macro_rules! guarded {
             set_errno(libc::ENOSYS);
             return -1;
         };
+        // Not stopped half-way: once the handler is gone, a stop (and the
+        // deadline armed when it resumes) would meet the default action. A
+        // `vfork` child is never stopped (our timer signals go to the
+        // parent), and must not leave the parent's scope count raised.
+        let _scope = crate::timer::in_owner_process().then(crate::runtime::Scope::enter_from_c);
         let p = before_exec();
         // SAFETY: forwarded verbatim; it only returns on failure.
         let r = unsafe { real($($arg),*) };
