@@ -119,7 +119,7 @@ fn a_reclaimed_stack_is_never_reused() {
                 Duration::MAX,
             )
             .unwrap();
-            drop(l.cancel());
+            l.cancel();
         }
         let at = PINNED_AT.load(Ordering::SeqCst) as *const [u64; 8];
         // SAFETY: the pinned value's memory must still be valid: that is
