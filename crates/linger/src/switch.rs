@@ -31,6 +31,13 @@ pub(crate) struct FpControl {
     fcw: u16,
 }
 
+/// MXCSR's exception status flags (bits 0-5). The ABI makes them
+/// caller-saved, unlike the control bits, and any inexact floating-point
+/// operation sets one: they travel with the flow of control and are neither
+/// compared nor restored here (otherwise nearly every switch would reload
+/// both registers, which costs more than the rest of the switch).
+const MXCSR_FLAGS: u32 = 0x3f;
+
 impl FpControl {
     #[inline(always)]
     pub(crate) fn save() -> FpControl {
@@ -48,27 +55,20 @@ impl FpControl {
         c
     }
 
-    /// Restores the saved state unless it is already in place (loading the
-    /// x87 control word is slow; storing it is cheap).
+    /// Restores the saved control state where it is not already in place
+    /// (loading either register is slow; storing them is cheap).
     #[inline(always)]
     pub(crate) fn restore_if_changed(self) {
         let now = FpControl::save();
-        if now.mxcsr != self.mxcsr || now.fcw != self.fcw {
-            self.restore();
+        if (now.mxcsr ^ self.mxcsr) & !MXCSR_FLAGS != 0 {
+            let m = (self.mxcsr & !MXCSR_FLAGS) | (now.mxcsr & MXCSR_FLAGS);
+            // SAFETY: control bits produced by `stmxcsr` with the current
+            // flags: a valid MXCSR value.
+            unsafe { std::arch::asm!("ldmxcsr [{m}]", m = in(reg) &m, options(nostack, preserves_flags, readonly)) };
         }
-    }
-
-    #[inline(always)]
-    pub(crate) fn restore(self) {
-        // SAFETY: the values were produced by `save`, so they are valid control words.
-        unsafe {
-            std::arch::asm!(
-                "ldmxcsr [{m}]",
-                "fldcw [{f}]",
-                m = in(reg) &self.mxcsr,
-                f = in(reg) &self.fcw,
-                options(nostack, preserves_flags, readonly)
-            );
+        if now.fcw != self.fcw {
+            // SAFETY: a control word produced by `fnstcw`.
+            unsafe { std::arch::asm!("fldcw [{f}]", f = in(reg) &self.fcw, options(nostack, preserves_flags, readonly)) };
         }
     }
 }
