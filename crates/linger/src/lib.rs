@@ -273,8 +273,8 @@ impl Builder {
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
         };
-        let _scope = NoPreempt::enter();
-        Inner::new(f, size, opts, thread::ts())
+        let scope = NoPreempt::enter();
+        Inner::new(f, size, opts, scope.thread())
     }
 }
 

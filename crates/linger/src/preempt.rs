@@ -135,10 +135,10 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
 /// transit state: callers finish with [`landed`].
 ///
 /// # Safety
-/// `frame` must be the innermost running function of this thread, and the
-/// code must be executing on its stack.
-unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t, unwindable: bool) {
-    let ts = ts();
+/// `ts` is this thread's state, `frame` must be its innermost running
+/// function, and the code must be executing on that function's stack. `ts`
+/// is not used after the switch (it may return on another thread).
+unsafe fn switch_out(ts: &ThreadState, frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t, unwindable: bool) {
     // SAFETY: per the contract the frame is live (it is `ts.current`).
     let f = unsafe { &*frame };
     f.fn_defer.set(ts.defer.get());
@@ -181,8 +181,9 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
 /// preemption): gives the function its own mask back if the caller held the
 /// program's signals. Called once the transit is over, so that a handler
 /// that runs now (and may `siglongjmp`) finds the runtime consistent.
-fn release_held() {
-    let frame = ts().current.get();
+#[inline]
+fn release_held(ts: &ThreadState) {
+    let frame = ts.current.get();
     if frame.is_null() {
         return;
     }
@@ -198,29 +199,41 @@ fn release_held() {
 /// postponed by the minimum delay instead of being taken here, so every
 /// resume lets the function make progress.
 pub(crate) fn landed() {
-    let ts = ts();
+    landed_on(ts());
+}
+
+/// `landed` with this thread's state, read after the switch.
+#[inline]
+pub(crate) fn landed_on(ts: &ThreadState) {
     let d = ts.defer.get();
     debug_assert!(d > 0, "landed outside a transit");
     ts.defer.set(d - 1);
     compiler_fence(Ordering::SeqCst);
     if d == 1 && ts.pending.get() {
-        ts.pending.set(false);
-        let frame = ts.current.get();
-        if frame.is_null() {
-            return;
-        }
-        // SAFETY: `current` is the live function we just switched into.
-        let f = unsafe { &*frame };
-        let now = now_ns();
-        if now >= f.deadline.get() {
-            // Move the deadline itself, not just the timer: a signal
-            // generated during the transit can still be delivered after this
-            // point (a timer interrupt on another CPU reaches this thread a
-            // little later), and must then count as early.
-            f.deadline.set(now + min_delay(ts));
-        }
-        let _ = timer::arm(ts, f.deadline.get());
+        postpone_pending(ts);
     }
+}
+
+/// A deadline passed in transit: move it (see `landed`).
+#[cold]
+#[inline(never)]
+fn postpone_pending(ts: &ThreadState) {
+    ts.pending.set(false);
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is the live function we just switched into.
+    let f = unsafe { &*frame };
+    let now = now_ns();
+    if now >= f.deadline.get() {
+        // Move the deadline itself, not just the timer: a signal
+        // generated during the transit can still be delivered after this
+        // point (a timer interrupt on another CPU reaches this thread a
+        // little later), and must then count as early.
+        f.deadline.set(now + min_delay(ts));
+    }
+    let _ = timer::arm(ts, f.deadline.get());
 }
 
 /// Takes a pending preemption at the end of a no-preemption scope. Returns
@@ -242,21 +255,38 @@ fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
     record_preemption(ts, f, now);
     bump(&ts.stats.deferred_preemptions);
     // SAFETY: see above.
-    unsafe { switch_out(frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) };
+    unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) };
     true
 }
 
 /// Ends a no-preemption scope opened with `defer += 1`.
 #[inline]
 pub(crate) fn exit_scope(unwindable: bool) {
-    let ts = ts();
+    exit_scope_on(ts(), unwindable);
+}
+
+/// `exit_scope` given this thread's state, read when the scope opened (no
+/// switch to another thread can happen inside a scope: it is never
+/// preempted, and runtime scopes do not pause).
+#[inline]
+pub(crate) fn exit_scope_on(ts: &ThreadState, unwindable: bool) {
     debug_assert!(ts.defer.get() > 0, "unbalanced no-preemption scope");
     let d = ts.defer.get() - 1;
     compiler_fence(Ordering::SeqCst);
     ts.defer.set(d);
-    if d == 0 && ts.pending.get() && take_pending(ts, unwindable) {
-        landed();
-        release_held();
+    if d == 0 && ts.pending.get() {
+        take_pending_at_exit(ts, unwindable);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
+    if take_pending(ts, unwindable) {
+        // Resumed, possibly on another thread.
+        let ts = self::ts();
+        landed_on(ts);
+        release_held(ts);
     }
 }
 
@@ -271,9 +301,11 @@ pub(crate) fn pause(unwindable: bool) {
     bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
-    unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
-    landed();
-    release_held();
+    unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
+    // Resumed, possibly on another thread.
+    let ts = self::ts();
+    landed_on(ts);
+    release_held(ts);
 }
 
 /// Does the handler, running on `frame`'s stack, have room to decide and
@@ -671,7 +703,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 compiler_fence(Ordering::SeqCst);
                 // SAFETY: safe_point checked that we interrupted the function's
                 // own code on its own stack, and this handler frame is on it too.
-                unsafe { switch_out(f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
+                unsafe { switch_out(ts, f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
                 // Resumed, possibly on another thread.
                 landed();
                 return;
@@ -713,11 +745,13 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
 /// The shortest delay worth arming: what arming itself costs on this machine
 /// plus the base retry, so the function runs some of its own code before the
 /// next signal.
+#[inline]
 pub(crate) fn min_delay(ts: &ThreadState) -> u64 {
     RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 
 /// Ensures the timer will fire by `deadline`.
+#[inline]
 pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
     timer::arm(ts, deadline).map_err(Error::Timer)
 }

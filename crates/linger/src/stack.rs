@@ -174,9 +174,11 @@ impl Drop for PooledStack {
 // SAFETY: base/limit describe a mapping we own with a guard page at the bottom
 // and at least MIN_STACK_SIZE usable bytes (enforced by config).
 unsafe impl Stack for PooledStack {
+    #[inline]
     fn base(&self) -> StackPointer {
         NonZeroUsize::new(self.high - HEADER).expect("mapping is not at address 0")
     }
+    #[inline]
     fn limit(&self) -> StackPointer {
         NonZeroUsize::new(self.low).expect("mapping is not at address 0")
     }
