@@ -241,6 +241,7 @@ impl Builder {
     }
 
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
+    #[inline]
     pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -300,6 +301,7 @@ impl Builder {
 /// let l = linger::launch(|| v.sort(), Duration::from_micros(100)).unwrap();
 /// drop(l); // would leave `v` half-sorted
 /// ```
+#[inline]
 pub fn launch<T, F>(f: F, timeout: Duration) -> Result<Linger<T>, Error>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -311,6 +313,7 @@ where
 /// Continues a paused function for at most `timeout`. A completed function is
 /// left as it is; a poisoned one gives [`Error::Poisoned`]. A panic inside the
 /// function propagates to the caller and leaves [`Linger::Poison`].
+#[inline]
 pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>, Error> {
     match l {
         Linger::Completion(_) => Ok(l),
@@ -323,6 +326,10 @@ pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>,
     }
 }
 
+/// Inlined, like `launch` and `resume`: every frame between the caller's
+/// code and the switch inside `Inner::resume` costs a mispredicted return
+/// after each switch (see `preempt::pause`).
+#[inline(always)]
 fn drive<T>(l: &mut Linger<T>, timeout: Duration) -> Result<(), Error> {
     let Linger::Continuation(c) = l else { return Ok(()) };
     let status = c.inner.resume(timeout);
