@@ -140,9 +140,16 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
 /// # Safety
 /// `ts` is this thread's state, `frame` must be its innermost running
 /// function, and the code must be executing on that function's stack. `ts`
-/// is not used after the switch (it may return on another thread).
+/// is not used after the switch (it may return on another thread): the
+/// state of the thread that resumed it is returned instead.
 #[inline(always)]
-unsafe fn switch_out(ts: &ThreadState, frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t, unwindable: bool) {
+unsafe fn switch_out(
+    ts: &ThreadState,
+    frame: *mut Frame,
+    why: Suspend,
+    uc: *mut libc::ucontext_t,
+    unwindable: bool,
+) -> &'static ThreadState {
     // SAFETY: per the contract the frame is live (it is `ts.current`).
     let f = unsafe { &*frame };
     f.fn_defer.set(ts.defer.get());
@@ -167,7 +174,7 @@ unsafe fn switch_out(ts: &ThreadState, frame: *mut Frame, why: Suspend, uc: *mut
     let fp = FpControl::save();
     compiler_fence(Ordering::SeqCst);
     // SAFETY: the yielder belongs to the coroutine we are running on.
-    unsafe { switch::suspend(f.yielder.get(), why) };
+    let resumer = unsafe { switch::suspend(f.yielder.get(), why) };
     compiler_fence(Ordering::SeqCst);
     fp.restore_if_changed();
     if !uc.is_null() {
@@ -179,6 +186,7 @@ unsafe fn switch_out(ts: &ThreadState, frame: *mut Frame, why: Suspend, uc: *mut
     }
     f.in_handler.set(false);
     f.ucontext.set(std::ptr::null_mut());
+    resumer
 }
 
 /// After a resume outside the handler (a `pause()` or a deferred
@@ -202,13 +210,10 @@ fn release_held(ts: &ThreadState) {
 /// transit (arming a near timer can take longer than a short slice) is
 /// postponed by the minimum delay instead of being taken here, so every
 /// resume lets the function make progress.
-pub(crate) fn landed() {
-    landed_on(ts());
-}
-
-/// `landed` with this thread's state, read after the switch.
+///
+/// `ts` is the state of the thread that resumed the function.
 #[inline]
-pub(crate) fn landed_on(ts: &ThreadState) {
+pub(crate) fn landed(ts: &ThreadState) {
     let d = ts.defer.get();
     debug_assert!(d > 0, "landed outside a transit");
     ts.defer.set(d - 1);
@@ -241,26 +246,26 @@ fn postpone_pending(ts: &ThreadState) {
 }
 
 /// Takes a pending preemption at the end of a no-preemption scope. Returns
-/// true if the function was switched out (it has been resumed since, and the
-/// counter is at transit level again: finish with [`landed`]).
-fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
+/// the resuming thread's state if the function was switched out (it has been
+/// resumed since, and the counter is at transit level again: finish with
+/// [`landed`]).
+fn take_pending(ts: &ThreadState, unwindable: bool) -> Option<&'static ThreadState> {
     ts.pending.set(false);
     let frame = ts.current.get();
     if frame.is_null() {
-        return false;
+        return None;
     }
     // SAFETY: `current` is the live innermost function, and since the counter
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
     let now = now_ns();
     if now < f.deadline.get() {
-        return false;
+        return None;
     }
     record_preemption(ts, f, now);
     bump(&ts.stats.deferred_preemptions);
     // SAFETY: see above.
-    unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) };
-    true
+    Some(unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) })
 }
 
 /// Ends a no-preemption scope opened with `defer += 1`.
@@ -286,10 +291,9 @@ pub(crate) fn exit_scope_on(ts: &ThreadState, unwindable: bool) {
 #[cold]
 #[inline(never)]
 fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
-    if take_pending(ts, unwindable) {
-        // Resumed, possibly on another thread.
-        let ts = self::ts();
-        landed_on(ts);
+    // Resumed, possibly on another thread.
+    if let Some(ts) = take_pending(ts, unwindable) {
+        landed(ts);
         release_held(ts);
     }
 }
@@ -312,10 +316,9 @@ pub(crate) fn pause(unwindable: bool) {
     bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
-    unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
+    let ts = unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
     // Resumed, possibly on another thread.
-    let ts = self::ts();
-    landed_on(ts);
+    landed(ts);
     release_held(ts);
 }
 
@@ -714,9 +717,9 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 compiler_fence(Ordering::SeqCst);
                 // SAFETY: safe_point checked that we interrupted the function's
                 // own code on its own stack, and this handler frame is on it too.
-                unsafe { switch_out(ts, f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
+                let ts = unsafe { switch_out(ts, f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
                 // Resumed, possibly on another thread.
-                landed();
+                landed(ts);
                 return;
             }
             bump(&ts.stats.deferrals);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use corosensei::CoroutineResult;
 
 use crate::config::{self, Config};
-use crate::preempt::{self, exit_scope_on, landed_on};
+use crate::preempt::{self, exit_scope_on, landed};
 use crate::stack::PooledStack;
 use crate::stats::bump;
 use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
@@ -163,14 +163,13 @@ pub(crate) enum Status<T> {
 }
 
 /// Runs on the coroutine: the whole life of the user's function.
-fn body<T, F: FnOnce() -> T>(y: &Yield, f: F) -> Outcome {
-    let t = ts();
+fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: F) -> Outcome {
     let frame = t.current.get();
     // SAFETY: the runtime set `current` to this function's frame before the
     // first switch; the frame lives as long as the coroutine.
     let fr = unsafe { &*frame };
     fr.yielder.set(y as *const Yield as *const ());
-    landed_on(t);
+    landed(t);
     let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
@@ -253,7 +252,7 @@ impl<T> Inner<T> {
         // SAFETY: the closure may borrow data of lifetime 'a; the returned
         // continuation carries that lifetime, and the coroutine only runs
         // while it is alive (a forgotten continuation never runs again).
-        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
+        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) };
         // SAFETY: just initialised above.
         unsafe { (*frame).trap.set(Some(co.trap_handler())) };
         bump(&t.stats.launches);
@@ -301,7 +300,7 @@ impl<T> Inner<T> {
             self.migrate_to_this_thread(me);
         }
         let mut result: Option<T> = None;
-        let r = self.switch_in(t, deadline, &mut result, |co| co.resume(()))?;
+        let r = self.switch_in(t, deadline, &mut result, |co| co.resume(t))?;
         Ok(Some(self.finish(t, r, result)))
     }
 
@@ -322,7 +321,7 @@ impl<T> Inner<T> {
     /// it. `go` either resumes it or force-unwinds it.
     fn switch_in(
         &mut self,
-        t: &ThreadState,
+        t: &'static ThreadState,
         deadline: u64,
         result: &mut Option<T>,
         go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,

@@ -11,7 +11,7 @@
 use corosensei::{Coroutine, Yielder};
 
 use crate::stack::PooledStack;
-use crate::thread::Suspend;
+use crate::thread::{Suspend, ThreadState};
 
 /// What a coroutine returns to the runtime. The value itself is stored in the
 /// continuation (so this type, and the coroutine type, do not depend on it).
@@ -21,8 +21,11 @@ pub(crate) enum Outcome {
     Overflowed,
 }
 
-pub(crate) type Co = Coroutine<(), Suspend, Outcome, PooledStack>;
-pub(crate) type Yield = Yielder<(), Suspend>;
+/// A resume hands the function the state of the thread that resumed it, so
+/// that it need not look it up again (a function may be resumed on another
+/// thread than the one it stopped on).
+pub(crate) type Co = Coroutine<&'static ThreadState, Suspend, Outcome, PooledStack>;
+pub(crate) type Yield = Yielder<&'static ThreadState, Suspend>;
 
 /// MXCSR and x87 control word.
 #[derive(Clone, Copy)]
@@ -82,13 +85,14 @@ pub(crate) fn stack_pointer() -> usize {
     sp
 }
 
-/// Suspends the running coroutine through its yielder.
+/// Suspends the running coroutine through its yielder. Returns when it is
+/// resumed, with the state of the thread that resumed it.
 ///
 /// # Safety
 /// `y` must be the yielder of the coroutine currently running on this stack.
 #[inline]
-pub(crate) unsafe fn suspend(y: *const (), why: Suspend) {
+pub(crate) unsafe fn suspend(y: *const (), why: Suspend) -> &'static ThreadState {
     // SAFETY: per the contract, `y` is the live yielder of this coroutine.
     let y = unsafe { &*(y as *const Yield) };
-    y.suspend(why);
+    y.suspend(why)
 }
