@@ -98,7 +98,8 @@ extern "C" {
 // are rounded up to it). `0` only sets the function up; `UINT64_MAX` means
 // no limit. On failure the
 // result has `is_complete == false` and `continuation == NULL`, and `errno`
-// is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
+// is set: `EINVAL` (NULL `func`), `ENOMEM` (no memory for the stack or for
+// the handle; a function that had started is then cancelled), `EAGAIN` (no timer),
 // `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
 struct linger_t linger_launch(void (*func)(void*), uint64_t timeout_us, void *arg);
 
@@ -123,10 +124,17 @@ struct linger_t linger_launch_opts(void (*func)(void*),
 // `l` must be NULL or point to a writable `linger_t`.
 int32_t linger_resume(struct linger_t *l, uint64_t timeout_us);
 
-// Cancels a paused function and frees everything the runtime holds for it
-// (its stack goes back to the pool). A C function is never unwound (that is
-// not defined through C frames): whatever it allocated itself stays
-// allocated. Returns 0; on a completed or never-launched `linger_t`, 0 and
+// Cancels a paused function and frees everything the runtime holds for it.
+// A C function is never unwound (that is not defined through C frames): it
+// simply never runs again, as if its thread had been killed at the
+// instruction where it stopped. Whatever it allocated stays allocated, locks
+// it held stay held, and memory it was writing, including the caller's
+// (`arg` and anything reachable from it), is left exactly as far as the
+// write had got: a structure half-way through an update stays that way, so
+// let functions write caller memory only inside `linger_critical_begin`/
+// `linger_critical_end`, or discard that memory after a cancel. The live part
+// of its stack stays mapped and is never reused (pointers to its locals that
+// it handed out stay valid); the rest is released. Returns 0; on a completed or never-launched `linger_t`, 0 and
 // nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
 // cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
 // one that is running (`EBUSY`).

@@ -185,16 +185,36 @@ pub(crate) fn checked_stack_size(bytes: usize) -> Result<usize, Error> {
     Ok(bytes.max(MIN_STACK_SIZE).div_ceil(page) * page)
 }
 
-/// The preemption signal of the frozen configuration, or the default one
-/// while the configuration is not frozen yet. Never freezes it (libc calls
-/// made by start-up code must not fix the configuration before the program
-/// installs its own) and reads no environment (async-signal-safe).
+/// The preemption signal of the frozen configuration, or, while it is not
+/// frozen yet, the one `LINGER_SIGNAL` names (the default if unset or not a
+/// number; a bad value fails at start). Never freezes it (libc calls made by
+/// start-up code must not fix the configuration before the program installs
+/// its own). Only the signal linger will really use may be reserved: with
+/// `LINGER_SIGNAL` moved, the default one is the program's from the start.
+/// Reads the environment with `getenv`, which takes no lock and allocates
+/// nothing (it may be called from a signal handler).
 pub(crate) fn signal_if_known() -> i32 {
     match CONFIG.get() {
         Some(Ok(c)) => c.signal,
         Some(Err(_)) => 0,
-        None => libc::SIGRTMAX() - 3,
+        None => env_signal().unwrap_or(libc::SIGRTMAX() - 3),
     }
+}
+
+/// `LINGER_SIGNAL` as a plain decimal number, parsed without allocating.
+fn env_signal() -> Option<i32> {
+    // SAFETY: a NUL-terminated name; the result is NULL or a C string in
+    // the environment, read at once.
+    let p = unsafe { libc::getenv(c"LINGER_SIGNAL".as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null getenv result, a NUL-terminated string.
+    let v = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes().trim_ascii();
+    if v.is_empty() || v.len() > 3 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0, |n, d| n * 10 + i32::from(d - b'0')))
 }
 
 /// The frozen process configuration (read from the environment on first use).

@@ -29,6 +29,9 @@ pub enum Error {
     },
     /// The continuation is running right now (a function tried to resume itself).
     Busy,
+    /// Memory for the runtime's own bookkeeping ran out (a thread's unwind
+    /// context, the C API's handle table). Nothing was launched.
+    OutOfMemory,
     /// A configuration value (builder or environment variable) is invalid, or the
     /// configuration was changed after the runtime started.
     Config(String),
@@ -51,6 +54,7 @@ impl fmt::Display for Error {
                 stack_size / 1024
             ),
             Error::Busy => write!(f, "linger: the continuation is already running"),
+            Error::OutOfMemory => write!(f, "linger: out of memory"),
             Error::Config(msg) => write!(f, "linger: bad configuration: {msg}"),
         }
     }
@@ -76,6 +80,7 @@ impl Error {
             Error::Poisoned => libc::ECANCELED,
             Error::StackOverflow { .. } => libc::EFAULT,
             Error::Busy => libc::EBUSY,
+            Error::OutOfMemory => libc::ENOMEM,
             Error::Config(_) => libc::EINVAL,
         }
     }

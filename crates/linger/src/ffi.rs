@@ -102,10 +102,18 @@ fn decode(h: *mut c_void) -> Option<(usize, u32)> {
 }
 
 impl Table {
-    fn insert(&mut self, c: Continuation<()>) -> *mut c_void {
+    /// Records a paused function; gives it back when memory for the table
+    /// runs out.
+    /// Fallible allocation: an out-of-memory launch reports `ENOMEM` instead
+    /// of aborting. `free` keeps room for every slot, so `release` (which a
+    /// cancel under exhausted memory calls) never allocates.
+    fn insert(&mut self, c: Continuation<()>) -> Result<*mut c_void, Continuation<()>> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
+                if self.slots.try_reserve(1).is_err() || self.free.try_reserve(self.slots.len() + 1).is_err() {
+                    return Err(c);
+                }
                 self.slots.push(Slot { generation: 0, state: SlotState::Free });
                 (self.slots.len() - 1) as u32
             }
@@ -113,7 +121,7 @@ impl Table {
         let s = &mut self.slots[index as usize];
         s.generation = (s.generation % 0x7FFF_FFFF) + 1;
         s.state = SlotState::Paused(c);
-        encode(index, s.generation)
+        Ok(encode(index, s.generation))
     }
 
     fn slot(&mut self, h: *mut c_void) -> Option<(usize, &mut Slot)> {
@@ -148,13 +156,26 @@ fn timeout(us: u64) -> Duration {
     }
 }
 
-/// Stores the outcome of a launch or resume in `l`.
-fn publish(l: &mut linger_t, r: Linger<()>) {
+/// Stores the outcome of a launch or resume in `l`. Returns false (errno
+/// `ENOMEM`, `l` untouched) when there is no memory to record a paused
+/// function: it is cancelled then, as if never launched.
+fn publish(l: &mut linger_t, r: Linger<()>) -> bool {
     match r {
         Linger::Completion(()) => *l = linger_t { is_complete: true, ..NONE },
-        Linger::Continuation(c) => *l = linger_t { continuation: lock().insert(c), ..NONE },
+        Linger::Continuation(c) => {
+            let inserted = lock().insert(c);
+            match inserted {
+                Ok(h) => *l = linger_t { continuation: h, ..NONE },
+                Err(c) => {
+                    drop(c); // cancels it, outside the table's lock
+                    set_errno(libc::ENOMEM);
+                    return false;
+                }
+            }
+        }
         Linger::Poison => *l = linger_t { is_cancelled: true, ..NONE },
     }
+    true
 }
 
 fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void, b: Builder) -> linger_t {
@@ -191,7 +212,8 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
 /// are rounded up to it). `0` only sets the function up; `UINT64_MAX` means
 /// no limit. On failure the
 /// result has `is_complete == false` and `continuation == NULL`, and `errno`
-/// is set: `EINVAL` (NULL `func`), `ENOMEM` (no stack), `EAGAIN` (no timer),
+/// is set: `EINVAL` (NULL `func`), `ENOMEM` (no memory for the stack or for
+/// the handle; a function that had started is then cancelled), `EAGAIN` (no timer),
 /// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
 #[no_mangle]
 pub extern "C" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void) -> linger_t {
@@ -358,6 +380,10 @@ pub unsafe extern "C" fn linger_yielded(l: *const linger_t) -> bool {
     if l.is_complete || l.is_cancelled {
         return false;
     }
+    // Every entry point that takes the table's lock runs as a no-preemption
+    // scope (the others through `guarded`): a function stopped holding it
+    // would deadlock its caller's next resume.
+    let _scope = Scope::enter_from_c();
     let mut t = lock();
     match t.slot(l.continuation) {
         Some((_, Slot { state: SlotState::Paused(c), .. })) => c.yielded(),

@@ -161,10 +161,12 @@ impl<T> Linger<T> {
     /// Cancels the function if it has not completed, and says how. The
     /// `Linger` becomes `Poison` unless it had completed.
     pub fn cancel(&mut self) -> Cancelled {
-        let Linger::Continuation(c) = self else { return Cancelled::NotNeeded };
-        let r = c.inner.cancel().unwrap_or(Cancelled::NotNeeded);
-        *self = Linger::Poison;
-        r
+        if !self.is_continuation() {
+            return Cancelled::NotNeeded;
+        }
+        // Poisoned first: the cancellation may panic (a captured value's `Drop`).
+        let Linger::Continuation(mut c) = std::mem::replace(self, Linger::Poison) else { unreachable!() };
+        c.inner.cancel().unwrap_or(Cancelled::NotNeeded)
     }
 }
 

@@ -604,6 +604,23 @@ fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
     true
 }
 
+/// Was this signal sent by this thread's own preemption timer? A program
+/// may aim a POSIX timer of its own at the same signal: the kernel's timer
+/// id in the siginfo (`si_timerid`, the id our raw `timer_create` returned)
+/// tells them apart. Async-signal-safe.
+fn from_our_timer(info: &libc::siginfo_t) -> bool {
+    if info.si_code != libc::SI_TIMER {
+        return false;
+    }
+    // The kernel's `_sigtimer` layout: after signo, errno, code and padding
+    // (16 bytes on x86-64) come the timer id and the overrun count; the libc
+    // crate has no accessor for the id.
+    // SAFETY: an SI_TIMER siginfo holds the `_timer` member of the union,
+    // whose first field is the `int` timer id at that offset.
+    let id = unsafe { *((info as *const libc::siginfo_t as *const u8).add(16) as *const i32) };
+    id == ts().timer.get()
+}
+
 /// The preemption signal handler.
 ///
 /// Async-signal-safe: touches only const-initialised thread-local cells, the
@@ -617,9 +634,10 @@ fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
 /// the function while the outer instance had interrupted, say, malloc.
 extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
-    if !info.is_null() && unsafe { (*info).si_code } != libc::SI_TIMER {
-        // Sent by someone (kill, raise, sigqueue), not by our timer: it is
-        // the program's, and goes where the program believes it goes.
+    if !info.is_null() && !from_our_timer(unsafe { &*info }) {
+        // Sent by someone (kill, raise, sigqueue) or by a timer of the
+        // program's own, not by this thread's timer: it is the program's,
+        // and goes where the program believes it goes.
         crate::interpose::signals::deliver_to_program(sig, info, uc);
         return;
     }

@@ -147,6 +147,13 @@ pub(crate) fn table() -> Option<&'static Table> {
     unsafe { p.as_ref() }
 }
 
+/// Has the handler seen code the table does not know (a `dlopen` since it
+/// was built)? One relaxed load, for the resume path.
+#[inline]
+pub(crate) fn stale() -> bool {
+    STALE.load(Ordering::Relaxed)
+}
+
 /// Builds the table on first use, and again after new code was seen.
 pub(crate) fn ensure(cfg: &Config) {
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
@@ -209,23 +216,197 @@ pub(crate) fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
     if cfg.defer_symbols.iter().any(|p| name.contains(p.as_str())) {
         return true;
     }
-    // Parts of std that touch no shared state (clock reads, leaf wrappers
-    // around a blocking system call) stay preemptible: loops that poll the
-    // clock would otherwise be hard to stop.
-    const PURE: &[&str] = &["std::time::", "<std::time::", "::time::Timespec", "thread::sleep", "Thread::sleep"];
-    if PURE.iter().any(|p| name.contains(p)) {
-        return false;
+    if RUNTIME.iter().any(|p| name.starts_with(p)) {
+        return true;
     }
-    // Rust `std` owns the process-global state (stdout/stderr locks, the
-    // allocator entry points, thread-local destructor lists, panic and env
-    // locks); `core` and `alloc` have none (allocation itself is in libc and
-    // `__rdl_*`), so they stay preemptible. C++ runtime support likewise.
-    const PREFIXES: &[&str] = &[
-        "std::", "<std::", "std_detect::", "__rust_", "__rdl_", "__rg_", "rust_begin_unwind", "rust_panic",
-        "rust_eh_personality", "_Unwind_", "__gcc_personality", "__cxa_", "__gxx_personality", "__libc_",
-        "__pthread_",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
+    let (lead, at) = self_path(name);
+    if !LIBRARY.iter().any(|c| lead.starts_with(c)) {
+        return false; // the program's own code (or another crate's)
+    }
+    if lead.starts_with("std::") && std_verdict(&lead) == Defer {
+        return true;
+    }
+    // Library code instantiated for a deferred part of `std`: the stdout
+    // `BufWriter<StdoutRaw>`, `drop_in_place<StdoutLock>`, `Arc<mpmc::..>`.
+    // (Symbols of std's own crate name their type arguments; the program's
+    // instances of std generics name none, and hold its own data.)
+    std_paths(name).any(|(i, p)| i != at && std_verdict(p) == Defer)
+}
+
+/// Symbols of the language runtimes' support code, by name prefix: Rust's
+/// allocator and panic shims (`__rustc::__rust_alloc`, `__rdl_*`, `__rg_*`
+/// of a `#[global_allocator]`, `rust_begin_unwind`, `__rust_start_panic`),
+/// the unwinders and personality routines, C++'s exception runtime, and a
+/// static libc's internals.
+const RUNTIME: &[&str] = &[
+    "__rustc::", "__rust_", "__rdl_", "__rg_", "rust_begin_unwind", "rust_panic", "rust_eh_personality",
+    "panic_unwind::", "panic_abort::", "_Unwind_", "__gcc_personality", "__cxa_", "__gxx_personality", "__libc_",
+    "__pthread_",
+];
+
+/// Crates whose code is judged by [`STD`]: `core` and `alloc` hold no state
+/// of their own, but their generics instantiated for std's internals do.
+const LIBRARY: &[&str] = &["std::", "core::", "alloc::"];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Verdict {
+    Defer,
+    Preempt,
+}
+use Verdict::{Defer, Preempt};
+
+/// What may be preempted in Rust's `std`, by path prefix; the longest
+/// matching prefix decides. A frame of a deferred part anywhere on the call
+/// chain defers the deadline, so an entry names the functions that are on the
+/// stack while the state is held, and everything they call (user code
+/// included: a `Display` impl under `println!`) is covered. The question for
+/// each part: while a function is stopped there, could its caller, running
+/// on the same thread, reach the same state? Locks of the program's own (a
+/// `Mutex` it shares with the caller) stay the program's business, as in C.
+/// The reasoning, module by module, is in `docs/safety.md` ("Rust's std").
+const STD: &[(&str, Verdict)] = &[
+    // Anything not reviewed below (a newer std's modules): defer.
+    ("std::", Defer),
+    // Pure code, or code touching only what the caller passed in.
+    ("std::ascii::", Preempt),
+    ("std::bstr::", Preempt),
+    ("std::collections::", Preempt),
+    ("std::error::", Preempt),
+    ("std::f16::", Preempt),
+    ("std::f32::", Preempt),
+    ("std::f64::", Preempt),
+    ("std::f128::", Preempt),
+    ("std::ffi::", Preempt),
+    ("std::hash::", Preempt),
+    ("std::num::", Preempt),
+    ("std::path::", Preempt),
+    ("std::pat::", Preempt),
+    ("std::time::", Preempt),
+    ("std::arch::", Preempt),
+    ("std::simd::", Preempt),
+    ("std::task::", Preempt),
+    // I/O on the program's own descriptors: their state is the kernel's.
+    ("std::fs::", Preempt),
+    ("std::io::", Preempt),
+    ("std::net::", Preempt),
+    ("std::os::", Preempt),
+    ("std::process::", Preempt),
+    ("std::panic::", Preempt),
+    // stdin/stdout/stderr: a process-wide ReentrantLock<RefCell<..>> whose
+    // owner is this thread, so the caller would re-enter it mid-line or find
+    // the RefCell borrowed; their OnceLock initialisation; output capture.
+    ("std::io::stdio::", Defer),
+    ("std::sys::stdio::", Defer),
+    ("std::sync::reentrant_lock::", Defer),
+    // The environment: ENV_LOCK, held across getenv and Command::spawn.
+    ("std::env::", Defer),
+    ("std::sys::env::", Defer),
+    ("std::sys::args::", Defer),
+    // The allocator: the error hook, and a custom allocator's state below
+    // `__rust_alloc` (libc's malloc is deferred as a shared object).
+    ("std::alloc::", Defer),
+    ("std::sys::alloc::", Defer),
+    // Panics: the hook RwLock, the global and per-thread panic counts,
+    // payload boxing; and backtraces: a global Mutex and symbol caches.
+    ("std::panicking::", Defer),
+    ("std::panicking::catch_unwind", Preempt), // catch_unwind runs the closure
+    ("std::panicking::catch_unwind::cleanup", Defer), // decrements the panic count
+    ("std::backtrace::", Defer),
+    ("std::backtrace_rs::", Defer),
+    ("std::sys::backtrace::", Defer),
+    ("std::sys::backtrace::__rust_begin_short_backtrace", Preempt), // marks a thread's main
+    ("std::sys::personality::", Defer),
+    // Start-up and exit: `init` sets up per-thread state, `cleanup` flushes
+    // stdout under a Once; main itself runs under lang_start (linger-run).
+    ("std::rt::", Defer),
+    ("std::rt::lang_start", Preempt),
+    ("std::sys::exit::", Defer),
+    // Threads: the current-thread handle (lazily set per thread), spawn
+    // hooks (a thread-local taken and put back), the parker (a per-thread
+    // state word the caller's park/unpark would clobber), ids, main thread.
+    ("std::thread::", Defer),
+    ("std::thread::local::", Preempt), // LocalKey::with: runs the closure
+    ("std::thread::scoped::", Preempt), // thread::scope: runs the closure, then parks (deferred)
+    ("std::thread::functions::", Preempt), // sleep, yield_now, panicking, available_parallelism
+    ("std::thread::functions::park", Defer),
+    ("std::thread::join_handle::", Preempt), // join: pthread_join, in libc
+    ("std::sys::thread::", Defer),
+    ("std::sys::thread::unix::sleep", Preempt), // nanosleep loops (interposed)
+    ("std::sys::thread::unix::yield_now", Preempt),
+    ("std::sys::thread_local::", Defer), // lazy init, destructor lists, guards
+    // Synchronisation: the program's own Mutex/RwLock/Condvar/Barrier stay
+    // preemptible (waiting for a lock holds nothing); a Once initialiser
+    // does not (a caller touching the same Once, LazyLock or OnceLock, std's
+    // own stdout included, would wait for itself forever on this thread).
+    ("std::sync::", Preempt),
+    ("std::sys::sync::", Preempt),
+    ("std::sys::sync::once::", Defer),
+    ("std::sys::sync::thread_parking::", Defer),
+    // Channels: slots half written and wakers behind an inner Mutex, which
+    // the caller reaches through the other end of the same channel.
+    ("std::sync::mpmc::", Defer),
+    ("std::sync::mpsc::", Defer),
+    ("std::sync::oneshot::", Defer),
+    // The system layer under the above.
+    ("std::sys::", Defer),
+    ("std::sys::cmath::", Preempt),
+    ("std::sys::env_consts::", Preempt),
+    ("std::sys::fd::", Preempt),
+    ("std::sys::fs::", Preempt),
+    ("std::sys::helpers::", Preempt),
+    ("std::sys::io::", Preempt),
+    ("std::sys::net::", Preempt),
+    ("std::sys::os_str::", Preempt),
+    ("std::sys::path::", Preempt),
+    ("std::sys::pipe::", Preempt),
+    ("std::sys::time::", Preempt),
+    ("std::sys::pal::", Preempt), // cvt_r, futex calls, time, weak symbols, pidfd waits
+    ("std::sys::pal::unix::stack_overflow::", Defer), // guard-page table under a lock
+    ("std::sys::pal::unix::thread_parking", Defer),
+    ("std::sys::random::", Defer), // the fallback device's OnceLock
+    ("std::sys::process::", Defer), // spawn holds ENV_LOCK around fork/exec
+    ("std::sys::process::output", Preempt), // spawn (deferred), then reads and waits
+    ("std::sys::process::unix::common::read_output", Preempt),
+    ("std::sys::process::unix::unix::Process::wait", Preempt),
+    ("std::sys::process::unix::unix::Process::try_wait", Preempt),
+];
+
+/// The verdict of the longest [`STD`] prefix of `path`.
+fn std_verdict(path: &str) -> Verdict {
+    STD.iter().filter(|(p, _)| path.starts_with(p)).max_by_key(|(p, _)| p.len()).map_or(Preempt, |e| e.1)
+}
+
+/// The path a symbol belongs to, and where its self type starts in `name`:
+/// `<std::fs::File as std::io::Read>::read` is `std::fs::File::read`,
+/// `<&Stdout as Write>::write` is `Stdout::write`.
+fn self_path(name: &str) -> (std::borrow::Cow<'_, str>, usize) {
+    let Some(inner) = name.strip_prefix('<') else { return (name.into(), 0) };
+    // The matching '>' of the qualified self type.
+    let mut depth = 1usize;
+    let close = inner.char_indices().find_map(|(i, c)| {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            _ => {}
+        }
+        (depth == 0).then_some(i)
+    });
+    let Some(close) = close else { return (name.into(), 0) };
+    let head = &inner[..close];
+    let mut ty = head.split(" as ").next().unwrap_or(head);
+    for sigil in ["&mut ", "&", "*const ", "*mut ", "dyn "] {
+        ty = ty.strip_prefix(sigil).unwrap_or(ty);
+    }
+    let at = ty.as_ptr() as usize - name.as_ptr() as usize; // `ty` is a slice of `name`
+    (format!("{ty}{}", &inner[close + 1..]).into(), at)
+}
+
+/// Every `std::` path mentioned in a symbol name (type and trait arguments).
+fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
+    name.match_indices("std::").filter_map(move |(i, _)| {
+        let before = name[..i].chars().next_back();
+        (!before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')).then(|| (i, &name[i..]))
+    })
 }
 
 fn executable_symbol_ranges(bias: usize, cfg: &Config) -> Vec<Range> {
@@ -280,4 +461,105 @@ fn build(cfg: &Config) -> Table {
     }
     unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
     Table { deferred: merge(deferred), known: merge(known), unwind }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defers(name: &str) -> bool {
+        symbol_must_defer(name, &Config::default())
+    }
+
+    /// Demangled names as they appear in a test binary: std's own symbols
+    /// (v0, with type arguments) and the program's instances (legacy).
+    #[test]
+    fn std_is_deferred_only_where_it_holds_state() {
+        let deferred = [
+            "std::io::stdio::_print",
+            "<&std::io::stdio::Stdout as std::io::Write>::write_fmt",
+            "<std::io::stdio::StdoutLock as std::io::Write>::write_all",
+            "<std::io::buffered::bufwriter::BufWriter<std::io::stdio::StdoutRaw>>::flush_buf",
+            "<std::io::default_write_fmt::Adapter<std::io::stdio::StdoutLock> as core::fmt::Write>::write_str",
+            "core::ptr::drop_in_place<std::io::stdio::StdoutLock>",
+            "std::sys::env::unix::getenv::{closure#0}",
+            "std::env::_var_os",
+            "__rustc::__rust_alloc",
+            "__rustc::__rdl_alloc",
+            "__rustc::rust_begin_unwind",
+            "__rust_alloc",
+            "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
+            "std::panicking::panic_with_hook",
+            "std::panicking::panic_count::increase",
+            "std::panicking::catch_unwind::cleanup",
+            "<std::backtrace_rs::symbolize::gimli::Cache>::with_global::<std::backtrace_rs::symbolize::gimli::resolve::{closure#1}>",
+            "std::sys::backtrace::lock",
+            "std::sys::thread_local::destructors::linux_like::register",
+            "<std::sys::thread_local::native::lazy::Storage<T,D>>::initialize",
+            "std::thread::current::init_current",
+            "<std::thread::thread::Thread>::park",
+            "std::thread::functions::park_timeout",
+            "std::thread::spawnhook::run_spawn_hooks",
+            "<std::sys::sync::once::futex::Once>::call",
+            "<std::sys::sync::thread_parking::futex::Parker>::park",
+            "<std::sync::mpmc::list::Channel<u8>>::recv",
+            "<std::thread::local::LocalKey<core::cell::Cell<core::option::Option<std::sync::mpmc::context::Context>>>>::with",
+            "<std::sys::process::unix::common::Command>::spawn",
+            "std::rt::cleanup",
+            "std::sys::pal::unix::stack_overflow::thread_info::set_current_info",
+            "std::some_future_module::f",
+            "std::sys::some_future_module::f",
+            "_Unwind_RaiseException",
+            "__cxa_begin_catch",
+        ];
+        let preemptible = [
+            "std::panicking::catch_unwind",
+            "std::panicking::catch_unwind::do_call",
+            "std::panicking::catch_unwind::<(), mycrate::f::{closure#0}>",
+            "std::panic::catch_unwind",
+            "std::thread::scoped::scope",
+            "std::thread::local::LocalKey<T>::with",
+            "<std::thread::local::LocalKey<core::cell::Cell<(u64, u64)>>>::with::<<std::hash::random::RandomState>::new::{closure#0}, std::hash::random::RandomState>",
+            "std::collections::hash::map::HashMap<K,V,S>::insert",
+            "<std::collections::hash::map::Iter<K,V> as core::iter::traits::iterator::Iterator>::next",
+            "<std::fs::File as std::io::Read>::read",
+            "<&std::fs::File as std::io::Read>::read_to_string",
+            "<std::net::tcp::TcpStream as std::io::Read>::read",
+            "std::io::default_read_exact",
+            "<std::sys::net::connection::socket::unix::Socket>::recv_with_flags",
+            "<std::sys::fd::unix::FileDesc>::read",
+            "<std::os::unix::net::stream::UnixStream as std::io::Read>::read",
+            "<std::sys::process::unix::unix::Process>::wait",
+            "std::sys::process::unix::common::read_output",
+            "<std::process::Child>::wait",
+            "<std::process::Command>::output",
+            "std::sys::pal::unix::cvt_r",
+            "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
+            "std::sync::poison::mutex::Mutex<T>::lock",
+            "std::thread::functions::sleep",
+            "std::sys::thread::unix::sleep",
+            "<std::time::Instant>::now",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+            "std::rt::lang_start_internal",
+            "core::ptr::drop_in_place<alloc::vec::Vec<u8>>",
+            "core::slice::sort::stable::drift::sort",
+            "hashbrown::raw::RawTable<T,A>::reserve_rehash",
+            "mycrate::worker::<std::io::stdio::Stdout>",
+            "<mycrate::Reader as std::io::Read>::read",
+            "std_detect::detect::cache::detect_and_initialize",
+        ];
+        for n in deferred {
+            assert!(defers(n), "{n} should be deferred");
+        }
+        for n in preemptible {
+            assert!(!defers(n), "{n} should be preemptible");
+        }
+    }
+
+    #[test]
+    fn self_path_strips_the_qualified_self() {
+        assert_eq!(self_path("<&std::fs::File as std::io::Read>::read").0, "std::fs::File::read");
+        assert_eq!(self_path("<std::sys::process::unix::unix::Process>::wait").0, "std::sys::process::unix::unix::Process::wait");
+        assert_eq!(self_path("std::env::args").0, "std::env::args");
+    }
 }

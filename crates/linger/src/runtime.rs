@@ -7,6 +7,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -73,12 +74,28 @@ impl Drop for Scope {
 /// Starts the runtime (once per process and once per thread).
 /// Makes sure this thread can run a function that already exists (its timer
 /// and signal state); cheaper than `init`, for resumes.
+/// Also rebuilds the table of code that must not be preempted when the
+/// handler has seen code loaded since it was built, as `init` does for
+/// launches: a function that `dlopen`s a library and is only resumed
+/// afterwards would otherwise never be stopped in it.
 #[inline]
 pub(crate) fn init_thread() -> Result<(), Error> {
     if ts_caller().timer.get() >= 0 {
+        if ranges::stale() {
+            refresh_table()?;
+        }
         return Ok(());
     }
     init().map(|_| ())
+}
+
+#[cold]
+fn refresh_table() -> Result<(), Error> {
+    // Inside an enclosing function, the rebuild (which takes a lock and
+    // allocates) must not be stopped half-way.
+    let _scope = Scope::enter();
+    ranges::ensure(config::current()?);
+    Ok(())
 }
 
 pub(crate) fn init() -> Result<&'static Config, Error> {
@@ -102,6 +119,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
             timer::install_fork_handler(cfg.signal);
+            crate::interpose::signals::hand_over_shadow();
             Ok(())
         })
         .clone()
@@ -109,9 +127,10 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     READY.store(true, Ordering::Release);
     let t = ts();
     thread_key(); // assigns this thread's id, which resumes read directly
+    // Before the timer: a thread counts as started once it has one.
+    crate::unwind::prepare_thread()?;
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
-    crate::unwind::prepare_thread();
     preempt::unblock_on_this_thread(cfg.signal);
     Ok(())
 }
@@ -162,8 +181,39 @@ pub(crate) enum Status<T> {
     Overflowed,
 }
 
+/// The user's function while it has not started. Cancelling it then drops
+/// it inside corosensei's non-unwinding drop hook, where a panic from a
+/// captured value's `Drop` would abort the process: it is caught here and
+/// kept in the frame, and the canceller raises it again on its own side, as
+/// dropping the closure in plain Rust would.
+struct Unstarted<F> {
+    f: ManuallyDrop<F>,
+    frame: *const Frame,
+}
+
+impl<F> Unstarted<F> {
+    fn start(self) -> F {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so `f` is moved out exactly once.
+        unsafe { ManuallyDrop::take(&mut me.f) }
+    }
+}
+
+impl<F> Drop for Unstarted<F> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here (`start` forgets `self`).
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(&mut self.f) }));
+        if let Err(p) = r {
+            // SAFETY: the frame lives in the stack header as long as the
+            // coroutine, which is being dropped by its canceller right now.
+            unsafe { (*self.frame).drop_panic.set(Some(p)) };
+        }
+    }
+}
+
 /// Runs on the coroutine: the whole life of the user's function.
-fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: F) -> Outcome {
+fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: Unstarted<F>) -> Outcome {
+    let f = f.start();
     let frame = t.current.get();
     // SAFETY: the runtime set `current` to this function's frame before the
     // first switch; the frame lives as long as the coroutine.
@@ -247,11 +297,13 @@ impl<T> Inner<T> {
                 handler_errno: Cell::new(0),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
+                drop_panic: Cell::new(None),
             })
         };
         // SAFETY: the closure may borrow data of lifetime 'a; the returned
         // continuation carries that lifetime, and the coroutine only runs
         // while it is alive (a forgotten continuation never runs again).
+        let f = Unstarted { f: ManuallyDrop::new(f), frame };
         let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) };
         // SAFETY: just initialised above.
         unsafe { (*frame).trap.set(Some(co.trap_handler())) };
@@ -468,9 +520,13 @@ impl<T> Inner<T> {
         let co = self.co.as_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
+        // A panic for the canceller: from dropping the closure, or a new one
+        // raised by a function that caught the cancellation's unwind.
+        let mut raised = None;
         let kind = if !co.started() {
             // Drops the closure (and what it captured) without running it.
             co.force_unwind();
+            raised = f.drop_panic.take();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
         } else if !f.unwindable.get() || (!f.migratable && f.home.get() != thread_key()) {
@@ -493,8 +549,16 @@ impl<T> Inner<T> {
             }
             // A function that catches the unwind may still return a value.
             let mut result: Option<T> = None;
+            // A function may catch the unwind (`catch_unwind` around a
+            // `pause()`) and panic anew: that panic leaves the coroutine
+            // finished and comes out of `force_unwind`. Caught here, so that
+            // the bookkeeping around the switch completes, and raised again
+            // in the canceller once the cancel is done, as a panic in a
+            // destructor would be in plain Rust.
             let r = self.switch_in(ts_caller(), NEVER, &mut result, |co| {
-                co.force_unwind();
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| co.force_unwind())) {
+                    raised = Some(p);
+                }
                 CoroutineResult::Return(Outcome::Value)
             });
             if r.is_err() {
@@ -510,6 +574,10 @@ impl<T> Inner<T> {
         self.recycle_stack();
         if let Some(m) = held {
             crate::sigmask::set(m);
+        }
+        drop(_scope);
+        if let Some(p) = raised {
+            std::panic::resume_unwind(p);
         }
         Ok(kind)
     }

@@ -155,7 +155,10 @@ impl PooledStack {
         let mut me = Some(self);
         let _ = POOL.try_with(|p| {
             let mut p = p.borrow_mut();
-            if p.len() < POOL_PER_THREAD {
+            // Never aborts for want of memory: a stack the pool has no room
+            // for is unmapped instead (cancelling under exhausted memory
+            // comes here).
+            if p.len() < POOL_PER_THREAD && p.try_reserve(1).is_ok() {
                 p.extend(me.take());
             }
         });

@@ -134,6 +134,9 @@ pub(crate) struct Frame {
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).
     pub result: Cell<*mut ()>,
+    /// A panic raised by dropping the function before it started (see
+    /// `runtime::Unstarted`), for the canceller to raise again.
+    pub drop_panic: Cell<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 /// Thread-wide state.

@@ -84,19 +84,25 @@ pub(crate) struct Unwinder {
 
 impl Unwinder {
     /// Built in place on the heap: about 40 KiB, too much to pass through
-    /// the stack of a thread that may have little.
-    fn boxed() -> Box<Self> {
-        let mut b = Box::<Self>::new_uninit();
-        let p = b.as_mut_ptr();
-        // SAFETY: writing every field of the freshly allocated value through
-        // raw field pointers, then asserting it initialised.
+    /// the stack of a thread that may have little. None when memory runs
+    /// out (fallible, so that a launch reports it instead of aborting).
+    fn boxed() -> Option<Box<Self>> {
+        let layout = std::alloc::Layout::new::<Self>();
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc(layout) } as *mut Self;
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` is a fresh allocation with the layout of `Self`; every
+        // field is written through raw field pointers before it is owned by
+        // a Box (which frees it with that same layout).
         unsafe {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
                 cache.add(i).write(Entry { table: 0, pc: 0, step: Step::Unknown });
             }
-            b.assume_init()
+            Some(Box::from_raw(p))
         }
     }
 
@@ -186,19 +192,21 @@ thread_local! {
     static CTX: CtxOwner = const { CtxOwner(Cell::new(std::ptr::null_mut())) };
 }
 
-/// Gives this thread its unwind context (outside any handler).
-pub(crate) fn prepare_thread() {
+/// Gives this thread its unwind context (outside any handler). Fails only
+/// when memory runs out.
+pub(crate) fn prepare_thread() -> Result<(), crate::Error> {
     let t = ts();
     if !t.unwind_ctx.get().is_null() {
-        return;
+        return Ok(());
     }
-    let p = Box::into_raw(Unwinder::boxed());
+    let p = Box::into_raw(Unwinder::boxed().ok_or(crate::Error::OutOfMemory)?);
     if CTX.try_with(|c| c.0.set(p)).is_err() {
         // SAFETY: just allocated, never published.
         drop(unsafe { Box::from_raw(p) });
-        return;
+        return Ok(());
     }
     t.unwind_ctx.set(p as *mut ());
+    Ok(())
 }
 
 /// DWARF register numbers of x86-64 in `ucontext_t` order.

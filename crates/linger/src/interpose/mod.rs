@@ -18,6 +18,7 @@
 //!   preemption signal cannot be replaced, ignored or blocked, and the
 //!   program's own handlers are counted so that the retries above never hide
 //!   an EINTR the program caused itself;
+//! - [`child`]: `waitpid` and the rest of the `wait` family: no EINTR;
 //! - [`exec`]: the `exec` family: the new image starts with no preemption
 //!   signal pending, no timer and default disposition;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
@@ -28,6 +29,7 @@
 //! wrapper below holds no lock. Outside a preemptible function the wrappers
 //! cost one thread-local load and then call libc as is.
 
+pub(crate) mod child;
 pub(crate) mod exec;
 pub(crate) mod io;
 pub(crate) mod signals;
@@ -76,6 +78,7 @@ pub(crate) use or_enosys;
 pub(crate) fn prepare() {
     sleep::prepare();
     stack::prepare();
+    child::prepare();
     io::prepare();
     wait::prepare();
     signals::prepare();
@@ -199,11 +202,23 @@ impl Drop for Mark {
 /// alone, for calls that return -1 and set errno, have no timeout and are
 /// never restarted after a handler (System V IPC).
 #[inline]
-pub(crate) fn retry<R: PartialEq + From<i8>>(mut f: impl FnMut() -> R) -> R {
+pub(crate) fn retry<R: PartialEq + From<i8>>(f: impl FnMut() -> R) -> R {
+    retry_unless(Mark::preempted_only, f)
+}
+
+/// The same for calls the kernel restarts after `SA_RESTART` handlers (the
+/// `wait` family): only the program's handlers without it end them.
+#[inline]
+pub(crate) fn retry_restartable<R: PartialEq + From<i8>>(f: impl FnMut() -> R) -> R {
+    retry_unless(Mark::preempted_only_restartable, f)
+}
+
+#[inline]
+fn retry_unless<R: PartialEq + From<i8>>(ours: fn(&Mark) -> bool, mut f: impl FnMut() -> R) -> R {
     let m = Mark::now();
     loop {
         let r = blocking(&mut f);
-        if r == R::from(-1) && errno() == libc::EINTR && m.preempted_only() {
+        if r == R::from(-1) && errno() == libc::EINTR && ours(&m) {
             continue;
         }
         return r;

@@ -85,6 +85,10 @@ static FORCED_SIGINFO: AtomicU64 = AtomicU64::new(0);
 static SHADOW_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static SHADOW_FLAGS: AtomicI32 = AtomicI32::new(0);
 static SHADOW_MASK: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+/// The signal the shadow was set for (0: never set). Before the runtime
+/// starts that is the signal it expects to use, which a configuration
+/// installed later may change (see `hand_over_shadow`).
+static SHADOW_SIGNO: AtomicI32 = AtomicI32::new(0);
 
 /// The preemption signal, reserved even before the runtime starts (so that a
 /// program cannot take it first): until the configuration is frozen, the
@@ -139,6 +143,7 @@ fn shadow_get() -> libc::sigaction {
 }
 
 fn shadow_set(sa: &libc::sigaction) {
+    SHADOW_SIGNO.store(preemption_signal(), Ordering::Relaxed);
     SHADOW_HANDLER.store(sa.sa_sigaction, Ordering::Relaxed);
     SHADOW_FLAGS.store(sa.sa_flags, Ordering::Relaxed);
     // SAFETY: as in shadow_get.
@@ -146,6 +151,26 @@ fn shadow_set(sa: &libc::sigaction) {
     for (w, s) in words.iter().zip(&SHADOW_MASK) {
         s.store(*w, Ordering::Relaxed);
     }
+}
+
+/// At start, once the signal is fixed: a disposition the program set while
+/// another signal was expected (the default one, before a configuration
+/// with another signal was installed) becomes that signal's real one. Only
+/// the signal linger uses stays shadowed.
+pub(crate) fn hand_over_shadow() {
+    let old = SHADOW_SIGNO.load(Ordering::Relaxed);
+    if old == 0 || old == preemption_signal() {
+        return;
+    }
+    let sa = shadow_get();
+    SHADOW_SIGNO.store(0, Ordering::Relaxed);
+    SHADOW_HANDLER.store(libc::SIG_DFL, Ordering::Relaxed);
+    SHADOW_FLAGS.store(0, Ordering::Relaxed);
+    for w in &SHADOW_MASK {
+        w.store(0, Ordering::Relaxed);
+    }
+    // SAFETY: a valid sigaction for a signal that is no longer ours.
+    unsafe { sigaction(old, &sa, std::ptr::null_mut()) };
 }
 
 /// The disposition an exec'd image should inherit for the preemption signal:
@@ -404,6 +429,7 @@ pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
     if sig == preemption_signal() && sig != 0 {
         let prev = SHADOW_HANDLER.load(Ordering::Relaxed);
         if h != SIG_HOLD {
+            SHADOW_SIGNO.store(sig, Ordering::Relaxed);
             SHADOW_HANDLER.store(h, Ordering::Relaxed);
         }
         return prev;
@@ -436,7 +462,10 @@ macro_rules! obsolete_one {
 
 obsolete_one!(sighold, real_sighold, {});
 obsolete_one!(sigrelse, real_sigrelse, {});
-obsolete_one!(sigignore, real_sigignore, { SHADOW_HANDLER.store(libc::SIG_IGN, Ordering::Relaxed) });
+obsolete_one!(sigignore, real_sigignore, {
+    SHADOW_SIGNO.store(preemption_signal(), Ordering::Relaxed);
+    SHADOW_HANDLER.store(libc::SIG_IGN, Ordering::Relaxed)
+});
 
 /// The set the program asked to block, minus the preemption signal: a thread
 /// that blocks every signal (common before spawning helper threads) would
