@@ -364,6 +364,10 @@ pub fn init() -> Result<(), Error> {
 /// Inside a preemptible function: hands control back to the caller at once,
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.
+///
+/// Inlined into the caller, so that the switch happens in the function's own
+/// frame (see `preempt::pause`).
+#[inline]
 pub fn pause() {
     preempt::pause(true);
 }
