@@ -259,6 +259,7 @@ impl Builder {
 
     /// Sets a function up without running it. The caller keeps the lifetime
     /// promise: a non-`'static` function is only ever held by a [`Scope`].
+    #[inline]
     pub(crate) fn create<'a, T, F>(&self, f: F) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + Send + 'a,
