@@ -206,18 +206,13 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
         return -1;
     }
     guarded(-1, || {
-        let (lease, c) = match handles::take(l.continuation) {
+        let mut lease = match handles::lease(l.continuation) {
             Ok(x) => x,
             Err(r) => return refused(r),
         };
-        let mut r = Linger::Continuation(c);
-        let res = crate::resume(&mut r, timeout(timeout_us)).map(|_| ());
-        match r {
-            Linger::Continuation(c) => lease.put_back(c),
-            other => {
-                drop(lease); // the handle is stale from now on
-                publish(l, other);
-            }
+        let res = crate::resume(lease.linger(), timeout(timeout_us)).map(|_| ());
+        if let Some(ended) = lease.end() {
+            publish(l, ended);
         }
         match res {
             Ok(()) => 0,
@@ -261,14 +256,10 @@ pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
         return 0;
     }
     guarded(-1, || {
-        let c = match handles::take(l.continuation) {
-            Ok((lease, c)) => {
-                drop(lease); // the handle is stale from now on
-                c
-            }
+        let mut r = match handles::lease(l.continuation) {
+            Ok(lease) => lease.remove(), // the handle is stale from now on
             Err(r) => return refused(r),
         };
-        let mut r = Linger::Continuation(c);
         let _: Cancelled = r.cancel();
         *l = linger_t { is_cancelled: true, ..NONE };
         0

@@ -2,9 +2,10 @@
 //! index and a generation into it, never a pointer, so a stale, copied or
 //! made-up handle is refused instead of dereferenced.
 //!
-//! A resume takes its function out of the table and puts it back with one
-//! atomic compare-and-swap and one plain store on the slot itself: under a
-//! lock it cost two lock/unlock pairs, about 20 ns, a third of a C resume.
+//! A resume leases its function's slot and gives it back with one atomic
+//! compare-and-swap and one plain store on the slot itself, and runs the
+//! function in place: under a lock, taking it out and putting it back cost
+//! two lock/unlock pairs, about 20 ns, a third of a C resume.
 //! Slots therefore live in segments that never move (segment `k` holds
 //! `FIRST << k` slots, allocated when first needed), and each carries its
 //! generation and state in one atomic word. The lock only guards the list of
@@ -21,9 +22,11 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::Continuation;
+use crate::{Continuation, Linger};
 
-type Paused = Continuation<()>;
+/// What a slot holds: the function, resumed in place (moving it out and back
+/// cost two copies of a continuation per resume).
+type Held = Linger<()>;
 
 /// Slots in the first segment; segment `k` has `FIRST << k`.
 const FIRST: usize = 64;
@@ -45,11 +48,12 @@ struct Slot {
     /// `generation << 2 | state`. All zero (generation 0, free) is a valid
     /// fresh slot, so segments are allocated zeroed.
     word: AtomicU64,
-    /// Initialised exactly while the state is PAUSED or INSPECTING.
-    paused: UnsafeCell<MaybeUninit<Paused>>,
+    /// Initialised exactly while the state is not FREE; a continuation
+    /// while PAUSED or INSPECTING.
+    held: UnsafeCell<MaybeUninit<Held>>,
 }
 
-// SAFETY: `paused` is only touched by the thread that moved `word` into a
+// SAFETY: `held` is only touched by the thread that moved `word` into a
 // state that gives it exclusive use (insert on a FREE slot under the free
 // list's lock, RUNNING, INSPECTING), and handed on with Release/Acquire on
 // `word`; the continuation itself is `Send`.
@@ -118,7 +122,7 @@ fn decode(h: *mut std::ffi::c_void) -> Option<(u32, u64)> {
 
 /// Records a paused function and returns its handle; gives the function
 /// back when memory for the table runs out.
-pub(crate) fn insert(c: Paused) -> Result<*mut std::ffi::c_void, Paused> {
+pub(crate) fn insert(c: Continuation<()>) -> Result<*mut std::ffi::c_void, Continuation<()>> {
     let mut ix = indices();
     let (i, s) = match ix.free.pop() {
         Some(i) => (i, slot(i).expect("a free index has a slot")),
@@ -135,21 +139,22 @@ pub(crate) fn insert(c: Paused) -> Result<*mut std::ffi::c_void, Paused> {
     };
     // A free slot is ours alone while we hold the free list.
     let g = ((s.word.load(Ordering::Relaxed) >> 2) as u32 % MAX_GENERATION) + 1;
-    // SAFETY: the slot is FREE, so `paused` is uninitialised and unshared.
-    unsafe { (*s.paused.get()).write(c) };
+    // SAFETY: the slot is FREE, so `held` is uninitialised and unshared.
+    unsafe { (*s.held.get()).write(Linger::Continuation(c)) };
     s.word.store((g as u64) << 2 | PAUSED, Ordering::Release);
     Ok(encode(i, g))
 }
 
-/// Exclusive use of a paused function taken out of its slot (the slot says
-/// RUNNING meanwhile). Dropped without `put_back`, the slot is freed.
+/// Exclusive use of a paused function's slot (the slot says RUNNING
+/// meanwhile). Dropped without `end` or `remove` (a panic), the function is
+/// dropped and the slot freed.
 pub(crate) struct Lease {
     slot: &'static Slot,
     index: u32,
     generation: u64,
 }
 
-/// Why a handle cannot be taken.
+/// Why a handle cannot be leased.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refused {
     /// Not a live handle (NULL, made up, stale, freed).
@@ -158,14 +163,14 @@ pub(crate) enum Refused {
     Busy,
 }
 
-/// Takes the paused function behind `h` out of the table.
-pub(crate) fn take(h: *mut std::ffi::c_void) -> Result<(Lease, Paused), Refused> {
+/// Leases the slot of the paused function behind `h`.
+pub(crate) fn lease(h: *mut std::ffi::c_void) -> Result<Lease, Refused> {
     let (index, g) = decode(h).ok_or(Refused::Invalid)?;
     let s = slot(index).ok_or(Refused::Invalid)?;
     let mut spins = 0u32;
     loop {
         match s.word.compare_exchange(g << 2 | PAUSED, g << 2 | RUNNING, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => break,
+            Ok(_) => return Ok(Lease { slot: s, index, generation: g }),
             Err(w) if w == g << 2 | RUNNING => return Err(Refused::Busy),
             Err(w) if w == g << 2 | INSPECTING => {
                 // `linger_yielded` reads one field: wait it out, as callers
@@ -180,35 +185,58 @@ pub(crate) fn take(h: *mut std::ffi::c_void) -> Result<(Lease, Paused), Refused>
             Err(_) => return Err(Refused::Invalid),
         }
     }
-    // SAFETY: PAUSED means initialised, and RUNNING makes it ours alone.
-    let c = unsafe { (*s.paused.get()).assume_init_read() };
-    Ok((Lease { slot: s, index, generation: g }, c))
 }
 
 impl Lease {
-    /// The function stopped again: same handle, paused.
-    pub(crate) fn put_back(self, c: Paused) {
-        let me = ManuallyDrop::new(self);
-        // SAFETY: RUNNING: the slot is ours and `paused` uninitialised.
-        unsafe { (*me.slot.paused.get()).write(c) };
-        me.slot.word.store(me.generation << 2 | PAUSED, Ordering::Release);
+    /// The function, to resume in place.
+    pub(crate) fn linger(&mut self) -> &mut Held {
+        // SAFETY: RUNNING makes the slot ours alone, and it is initialised
+        // (see `Slot::held`).
+        unsafe { (*self.slot.held.get()).assume_init_mut() }
+    }
+
+    /// Gives the slot back: paused again under the same handle (None), or,
+    /// if the function has ended, taken out (the handle is stale from now on).
+    pub(crate) fn end(self) -> Option<Held> {
+        let mut me = ManuallyDrop::new(self);
+        if me.linger().is_continuation() {
+            me.slot.word.store(me.generation << 2 | PAUSED, Ordering::Release);
+            return None;
+        }
+        Some(me.take_out())
+    }
+
+    /// Takes the function out for good (to cancel it) and frees the slot.
+    pub(crate) fn remove(self) -> Held {
+        ManuallyDrop::new(self).take_out()
+    }
+
+    fn take_out(&mut self) -> Held {
+        // SAFETY: initialised (RUNNING), and the slot is marked FREE right
+        // after, so it is read exactly once.
+        let held = unsafe { (*self.slot.held.get()).assume_init_read() };
+        self.free();
+        held
+    }
+
+    fn free(&mut self) {
+        self.slot.word.store(self.generation << 2 | FREE, Ordering::Release);
+        // Never allocates: `free` has room for every slot.
+        indices().free.push(self.index);
     }
 }
 
 impl Drop for Lease {
-    /// The function is gone (finished, cancelled or poisoned): its handle
-    /// becomes stale and the slot free.
     fn drop(&mut self) {
-        self.slot.word.store(self.generation << 2 | FREE, Ordering::Release);
-        let mut ix = indices();
-        // Never allocates: `free` has room for every slot.
-        ix.free.push(self.index);
+        // SAFETY: initialised (RUNNING) and ours; dropped once, then FREE.
+        unsafe { (*self.slot.held.get()).assume_init_drop() };
+        self.free();
     }
 }
 
 /// Runs `f` on the paused function behind `h` without taking it out (None if
 /// it is not paused). A resume that comes meanwhile waits.
-pub(crate) fn inspect<R>(h: *mut std::ffi::c_void, f: impl FnOnce(&Paused) -> R) -> Option<R> {
+pub(crate) fn inspect<R>(h: *mut std::ffi::c_void, f: impl FnOnce(&Held) -> R) -> Option<R> {
     let (index, g) = decode(h)?;
     let s = slot(index)?;
     s.word
@@ -224,7 +252,7 @@ pub(crate) fn inspect<R>(h: *mut std::ffi::c_void, f: impl FnOnce(&Paused) -> R)
     let _restore = Restore(s, g);
     // SAFETY: INSPECTING keeps resumes and cancels out; PAUSED before it
     // means initialised.
-    Some(f(unsafe { (*s.paused.get()).assume_init_ref() }))
+    Some(f(unsafe { (*s.held.get()).assume_init_ref() }))
 }
 
 #[cfg(test)]
