@@ -8,7 +8,9 @@
 //! two lock/unlock pairs, about 20 ns, a third of a C resume.
 //! Slots therefore live in segments that never move (segment `k` holds
 //! `FIRST << k` slots, allocated when first needed), and each carries its
-//! generation and state in one atomic word. The lock only guards the list of
+//! generation and state in one atomic word, including whether a paused
+//! function paused itself (so `linger_yielded` is one atomic load, never
+//! waits and never makes a resume wait). The lock only guards the list of
 //! free indices: taking a new slot and giving one back.
 //!
 //! Hand-rolled: the concurrent slabs on crates.io hand out values by
@@ -33,29 +35,36 @@ const FIRST: usize = 64;
 /// Enough segments for every `u32` index.
 const SEGMENTS: usize = 27;
 
-/// Slot states, in the low two bits of `Slot::word` (the generation above).
+/// Slot states, in the low two bits of `Slot::word`; then the yielded flag;
+/// the generation above them.
 const FREE: u64 = 0;
 const PAUSED: u64 = 1;
-/// Taken out by a resume or cancel.
+/// Leased by a resume or cancel.
 const RUNNING: u64 = 2;
-/// Looked at by `linger_yielded` (a few instructions): a resume waits.
-const INSPECTING: u64 = 3;
+const STATE: u64 = 3;
+/// With PAUSED: it paused itself (`Linger::yielded`).
+const YIELDED: u64 = 4;
+const SHIFT: u32 = 3;
+
+fn paused(generation: u64, held: &Held) -> u64 {
+    generation << SHIFT | PAUSED | if held.yielded() { YIELDED } else { 0 }
+}
 
 /// Generations run from 1 to this, then wrap (0 is never handed out).
 const MAX_GENERATION: u32 = 0x7FFF_FFFF;
 
 struct Slot {
-    /// `generation << 2 | state`. All zero (generation 0, free) is a valid
-    /// fresh slot, so segments are allocated zeroed.
+    /// `generation << SHIFT | YIELDED? | state`. All zero (generation 0,
+    /// free) is a valid fresh slot, so segments are allocated zeroed.
     word: AtomicU64,
     /// Initialised exactly while the state is not FREE; a continuation
-    /// while PAUSED or INSPECTING.
+    /// while PAUSED.
     held: UnsafeCell<MaybeUninit<Held>>,
 }
 
 // SAFETY: `held` is only touched by the thread that moved `word` into a
 // state that gives it exclusive use (insert on a FREE slot under the free
-// list's lock, RUNNING, INSPECTING), and handed on with Release/Acquire on
+// list's lock, RUNNING), and handed on with Release/Acquire on
 // `word`; the continuation itself is `Send`.
 unsafe impl Sync for Slot {}
 
@@ -138,10 +147,10 @@ pub(crate) fn insert(c: Continuation<()>) -> Result<*mut std::ffi::c_void, Conti
         }
     };
     // A free slot is ours alone while we hold the free list.
-    let g = ((s.word.load(Ordering::Relaxed) >> 2) as u32 % MAX_GENERATION) + 1;
+    let g = ((s.word.load(Ordering::Relaxed) >> SHIFT) as u32 % MAX_GENERATION) + 1;
     // SAFETY: the slot is FREE, so `held` is uninitialised and unshared.
-    unsafe { (*s.held.get()).write(Linger::Continuation(c)) };
-    s.word.store((g as u64) << 2 | PAUSED, Ordering::Release);
+    let held = unsafe { (*s.held.get()).write(Linger::Continuation(c)) };
+    s.word.store(paused(g as u64, held), Ordering::Release);
     Ok(encode(i, g))
 }
 
@@ -167,23 +176,19 @@ pub(crate) enum Refused {
 pub(crate) fn lease(h: *mut std::ffi::c_void) -> Result<Lease, Refused> {
     let (index, g) = decode(h).ok_or(Refused::Invalid)?;
     let s = slot(index).ok_or(Refused::Invalid)?;
-    let mut spins = 0u32;
-    loop {
-        match s.word.compare_exchange(g << 2 | PAUSED, g << 2 | RUNNING, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return Ok(Lease { slot: s, index, generation: g }),
-            Err(w) if w == g << 2 | RUNNING => return Err(Refused::Busy),
-            Err(w) if w == g << 2 | INSPECTING => {
-                // `linger_yielded` reads one field: wait it out, as callers
-                // once waited on a lock.
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-            Err(_) => return Err(Refused::Invalid),
-        }
+    let w = s.word.load(Ordering::Relaxed);
+    if w >> SHIFT != g {
+        return Err(Refused::Invalid);
+    }
+    match w & STATE {
+        // Only a lease changes a PAUSED word: a failed swap means another
+        // lease won it.
+        PAUSED => match s.word.compare_exchange(w, g << SHIFT | RUNNING, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Ok(Lease { slot: s, index, generation: g }),
+            Err(_) => Err(Refused::Busy),
+        },
+        RUNNING => Err(Refused::Busy),
+        _ => Err(Refused::Invalid),
     }
 }
 
@@ -199,8 +204,11 @@ impl Lease {
     /// if the function has ended, taken out (the handle is stale from now on).
     pub(crate) fn end(self) -> Option<Held> {
         let mut me = ManuallyDrop::new(self);
-        if me.linger().is_continuation() {
-            me.slot.word.store(me.generation << 2 | PAUSED, Ordering::Release);
+        let g = me.generation;
+        let held = me.linger();
+        if held.is_continuation() {
+            let w = paused(g, held);
+            me.slot.word.store(w, Ordering::Release);
             return None;
         }
         Some(me.take_out())
@@ -220,7 +228,7 @@ impl Lease {
     }
 
     fn free(&mut self) {
-        self.slot.word.store(self.generation << 2 | FREE, Ordering::Release);
+        self.slot.word.store(self.generation << SHIFT | FREE, Ordering::Release);
         // Never allocates: `free` has room for every slot.
         indices().free.push(self.index);
     }
@@ -234,25 +242,14 @@ impl Drop for Lease {
     }
 }
 
-/// Runs `f` on the paused function behind `h` without taking it out (None if
-/// it is not paused). A resume that comes meanwhile waits.
-pub(crate) fn inspect<R>(h: *mut std::ffi::c_void, f: impl FnOnce(&Held) -> R) -> Option<R> {
-    let (index, g) = decode(h)?;
-    let s = slot(index)?;
-    s.word
-        .compare_exchange(g << 2 | PAUSED, g << 2 | INSPECTING, Ordering::Acquire, Ordering::Relaxed)
-        .ok()?;
-    // Put back even if `f` panics.
-    struct Restore(&'static Slot, u64);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            self.0.word.store(self.1 << 2 | PAUSED, Ordering::Release);
-        }
-    }
-    let _restore = Restore(s, g);
-    // SAFETY: INSPECTING keeps resumes and cancels out; PAUSED before it
-    // means initialised.
-    Some(f(unsafe { (*s.held.get()).assume_init_ref() }))
+/// Did the paused function behind `h` pause itself? (False for anything but
+/// a live, paused handle.)
+pub(crate) fn yielded(h: *mut std::ffi::c_void) -> bool {
+    let Some((index, g)) = decode(h) else { return false };
+    slot(index).is_some_and(|s| {
+        let w = s.word.load(Ordering::Relaxed);
+        w >> SHIFT == g && w & STATE == PAUSED && w & YIELDED != 0
+    })
 }
 
 #[cfg(test)]
