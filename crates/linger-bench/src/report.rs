@@ -244,6 +244,20 @@ fn latency(s: &mut String, l: &Latency, plots: bool) {
     let sig = l.get(Key::Tgkill).p50;
     let _ = writeln!(
         s,
+        "\nSwitches: a Rust resume until the function pauses again takes {} against {} for a bare corosensei \
+         resume + suspend, and launch + return {} against {}. Beyond the bare switch, each resume reads the TSC \
+         for its deadline (an `rdtsc`, a few tens of cycles). Rust's `pause()` is inlined into the function, so the switch \
+         happens in the function's own frame; C's `linger_pause` is a call, and a return across the switch is \
+         mispredicted on each side of the round trip, which with the atomic swap on the handle's slot is most \
+         of the difference of the C row ({}).",
+        fmt_ns(l.get(Key::ResumePause).p50),
+        fmt_ns(l.get(Key::CoroutineSwitch).p50),
+        fmt_ns(l.get(Key::LaunchReturn).p50),
+        fmt_ns(l.get(Key::CoroutineLaunch).p50),
+        fmt_ns(l.get(Key::CResumePause).p50),
+    );
+    let _ = writeln!(
+        s,
         "\nPreemption cycle: a whole `resume(5 us)` of a spinning function takes {} (median; p99 {}), of which \
          {} is beyond the slice: {:.2}x a raw `tgkill` signal round trip ({}) and {:.2}x a raw one-shot \
          timer cycle ({}), which like linger pays for arming a timer and for the timer's lateness. With a \
