@@ -1,8 +1,8 @@
 /*
- * linger_yielded() called inside a preemptible function takes linger's
- * handle-table lock: it must never be stopped holding it, or the caller's
- * next linger_resume (which takes it too) would deadlock. A function that
- * calls it in a loop is preempted thousands of times while its caller
+ * linger_yielded() called inside a preemptible function reads the handle
+ * table: it must never be stopped holding anything there, or the caller's
+ * next linger_resume would hang (it once took the table's lock). A function
+ * that calls it in a loop is preempted thousands of times while its caller
  * resumes it and another function; the watchdog reports a hang.
  */
 #include "common.h"

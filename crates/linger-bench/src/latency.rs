@@ -36,9 +36,11 @@ pub enum Key {
     Clock,
     Call,
     LaunchReturn,
+    CLaunchReturn,
     CoroutineLaunch,
     LaunchPause,
     ResumePause,
+    CResumePause,
     PauseRoundTrip,
     CoroutineSwitch,
     PreemptResume,
@@ -82,6 +84,17 @@ impl Latency {
 #[inline(never)]
 fn empty() {
     black_box(());
+}
+
+extern "C" fn c_empty(_: *mut std::ffi::c_void) {
+    black_box(());
+}
+
+/// `pause_forever` through the C API (`linger_pause`).
+extern "C" fn c_pause_forever(_: *mut std::ffi::c_void) {
+    loop {
+        linger::ffi::linger_pause();
+    }
 }
 
 /// Pauses forever; cancelled by dropping its continuation.
@@ -174,6 +187,19 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
         }),
         None,
     );
+    // The C API's extra steps (handle table, errno, panic guard), called as
+    // a C program would.
+    add(
+        Key::CLaunchReturn,
+        "C: linger_launch + return, empty fn, 100 us timeout",
+        false,
+        format!("{b} batches of 64"),
+        batched(b, 64, || {
+            let l = linger::ffi::linger_launch(Some(c_empty), SLICE.as_micros() as u64, std::ptr::null_mut());
+            assert!(l.is_complete, "linger_launch");
+        }),
+        None,
+    );
     let mut stack = Some(DefaultStack::new(linger::DEFAULT_STACK_SIZE).expect("stack"));
     add(
         Key::CoroutineLaunch,
@@ -233,6 +259,23 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Latency {
     );
     assert!(l.is_continuation());
     drop(l);
+
+    let mut cl = linger::ffi::linger_launch(Some(c_pause_forever), 0, std::ptr::null_mut());
+    assert!(!cl.continuation.is_null(), "linger_launch");
+    add(
+        Key::CResumePause,
+        "C: linger_resume() of a paused fn until it pauses again",
+        false,
+        format!("{b} batches of 64"),
+        batched(b, 64, || {
+            // SAFETY: a valid linger_t of this thread.
+            let r = unsafe { linger::ffi::linger_resume(&mut cl, SLICE.as_micros() as u64) };
+            assert_eq!(r, 0, "linger_resume");
+        }),
+        None,
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { linger::ffi::linger_cancel(&mut cl) }, 0, "linger_cancel");
 
     let per = 64;
     let mut l = launch(

@@ -9,11 +9,11 @@
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::handles;
 use crate::runtime::Scope;
-use crate::{Builder, Cancelled, Continuation, Error, Linger, Stats};
+use crate::{Builder, Cancelled, Error, Linger, Stats};
 
 /// A preemptible function as seen from C.
 ///
@@ -62,24 +62,6 @@ struct SendPtr(*mut c_void);
 // caller promises may run wherever it resumes the continuation.
 unsafe impl Send for SendPtr {}
 
-enum SlotState {
-    Free,
-    Paused(Continuation<()>),
-    Running,
-}
-
-struct Slot {
-    generation: u32,
-    state: SlotState,
-}
-
-struct Table {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-}
-
-static TABLE: Mutex<Table> = Mutex::new(Table { slots: Vec::new(), free: Vec::new() });
-
 const NONE: linger_t = linger_t { is_complete: false, is_cancelled: false, continuation: std::ptr::null_mut() };
 
 fn set_errno(e: i32) {
@@ -87,56 +69,12 @@ fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Table> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn encode(index: u32, generation: u32) -> *mut c_void {
-    (((generation as usize) << 32) | (index as usize + 1)) as *mut c_void
-}
-
-fn decode(h: *mut c_void) -> Option<(usize, u32)> {
-    let v = h as usize;
-    let index = (v & 0xFFFF_FFFF).checked_sub(1)?;
-    Some((index, (v >> 32) as u32))
-}
-
-impl Table {
-    /// Records a paused function; gives it back when memory for the table
-    /// runs out.
-    /// Fallible allocation: an out-of-memory launch reports `ENOMEM` instead
-    /// of aborting. `free` keeps room for every slot, so `release` (which a
-    /// cancel under exhausted memory calls) never allocates.
-    fn insert(&mut self, c: Continuation<()>) -> Result<*mut c_void, Continuation<()>> {
-        let index = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                if self.slots.try_reserve(1).is_err() || self.free.try_reserve(self.slots.len() + 1).is_err() {
-                    return Err(c);
-                }
-                self.slots.push(Slot { generation: 0, state: SlotState::Free });
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let s = &mut self.slots[index as usize];
-        s.generation = (s.generation % 0x7FFF_FFFF) + 1;
-        s.state = SlotState::Paused(c);
-        Ok(encode(index, s.generation))
-    }
-
-    fn slot(&mut self, h: *mut c_void) -> Option<(usize, &mut Slot)> {
-        let (i, g) = decode(h)?;
-        let s = self.slots.get_mut(i)?;
-        if s.generation != g || matches!(s.state, SlotState::Free) {
-            return None;
-        }
-        Some((i, s))
-    }
-
-    fn release(&mut self, i: usize) {
-        self.slots[i].state = SlotState::Free;
-        self.free.push(i as u32);
-    }
+fn refused(r: handles::Refused) -> i32 {
+    set_errno(match r {
+        handles::Refused::Invalid => libc::EINVAL,
+        handles::Refused::Busy => libc::EBUSY,
+    });
+    -1
 }
 
 /// Runs `f` with preemption deferred and panics turned into `EIO`.
@@ -163,8 +101,7 @@ fn publish(l: &mut linger_t, r: Linger<()>) -> bool {
     match r {
         Linger::Completion(()) => *l = linger_t { is_complete: true, ..NONE },
         Linger::Continuation(c) => {
-            let inserted = lock().insert(c);
-            match inserted {
+            match handles::insert(c) {
                 Ok(h) => *l = linger_t { continuation: h, ..NONE },
                 Err(c) => {
                     drop(c); // cancels it, outside the table's lock
@@ -269,35 +206,13 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
         return -1;
     }
     guarded(-1, || {
-        let h = l.continuation;
-        let (index, c) = {
-            let mut t = lock();
-            let Some((i, slot)) = t.slot(h) else {
-                set_errno(libc::EINVAL);
-                return -1;
-            };
-            match std::mem::replace(&mut slot.state, SlotState::Running) {
-                SlotState::Paused(c) => (i, c),
-                other => {
-                    slot.state = other;
-                    set_errno(libc::EBUSY);
-                    return -1;
-                }
-            }
+        let mut lease = match handles::lease(l.continuation) {
+            Ok(x) => x,
+            Err(r) => return refused(r),
         };
-        let mut r = Linger::Continuation(c);
-        let res = crate::resume(&mut r, timeout(timeout_us)).map(|_| ());
-        let mut t = lock();
-        match r {
-            Linger::Continuation(c) => {
-                t.slots[index].state = SlotState::Paused(c);
-                drop(t);
-            }
-            other => {
-                t.release(index);
-                drop(t);
-                publish(l, other);
-            }
+        let res = crate::resume(lease.linger(), timeout(timeout_us)).map(|_| ());
+        if let Some(ended) = lease.end() {
+            publish(l, ended);
         }
         match res {
             Ok(()) => 0,
@@ -341,21 +256,10 @@ pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
         return 0;
     }
     guarded(-1, || {
-        let c = {
-            let mut t = lock();
-            let Some((i, slot)) = t.slot(l.continuation) else {
-                set_errno(libc::EINVAL);
-                return -1;
-            };
-            if matches!(slot.state, SlotState::Running) {
-                set_errno(libc::EBUSY);
-                return -1;
-            }
-            let SlotState::Paused(c) = std::mem::replace(&mut slot.state, SlotState::Free) else { unreachable!() };
-            t.release(i);
-            c
+        let mut r = match handles::lease(l.continuation) {
+            Ok(lease) => lease.remove(), // the handle is stale from now on
+            Err(r) => return refused(r),
         };
-        let mut r = Linger::Continuation(c);
         let _: Cancelled = r.cancel();
         *l = linger_t { is_cancelled: true, ..NONE };
         0
@@ -380,15 +284,9 @@ pub unsafe extern "C" fn linger_yielded(l: *const linger_t) -> bool {
     if l.is_complete || l.is_cancelled {
         return false;
     }
-    // Every entry point that takes the table's lock runs as a no-preemption
-    // scope (the others through `guarded`): a function stopped holding it
-    // would deadlock its caller's next resume.
-    let _scope = Scope::enter_from_c();
-    let mut t = lock();
-    match t.slot(l.continuation) {
-        Some((_, Slot { state: SlotState::Paused(c), .. })) => c.yielded(),
-        _ => false,
-    }
+    // One atomic load of the handle's slot: nothing to hold, nothing to wait
+    // for, safe inside a preemptible function and in a signal handler.
+    handles::yielded(l.continuation)
 }
 
 /// True when called from inside a preemptible function.

@@ -33,6 +33,7 @@ mod clock;
 mod config;
 mod error;
 pub mod ffi;
+mod handles;
 mod interpose;
 mod overflow;
 mod preempt;
@@ -244,6 +245,7 @@ impl Builder {
     }
 
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
+    #[inline]
     pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -258,6 +260,7 @@ impl Builder {
 
     /// Sets a function up without running it. The caller keeps the lifetime
     /// promise: a non-`'static` function is only ever held by a [`Scope`].
+    #[inline]
     pub(crate) fn create<'a, T, F>(&self, f: F) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + Send + 'a,
@@ -276,8 +279,8 @@ impl Builder {
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
         };
-        let _scope = NoPreempt::enter();
-        Inner::new(f, size, opts, thread::ts())
+        let scope = NoPreempt::enter();
+        Inner::new(f, size, opts, scope.thread())
     }
 }
 
@@ -303,6 +306,7 @@ impl Builder {
 /// let l = linger::launch(|| v.sort(), Duration::from_micros(100)).unwrap();
 /// drop(l); // would leave `v` half-sorted
 /// ```
+#[inline]
 pub fn launch<T, F>(f: F, timeout: Duration) -> Result<Linger<T>, Error>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -314,6 +318,7 @@ where
 /// Continues a paused function for at most `timeout`. A completed function is
 /// left as it is; a poisoned one gives [`Error::Poisoned`]. A panic inside the
 /// function propagates to the caller and leaves [`Linger::Poison`].
+#[inline]
 pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>, Error> {
     match l {
         Linger::Completion(_) => Ok(l),
@@ -326,6 +331,10 @@ pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>,
     }
 }
 
+/// Inlined, like `launch` and `resume`: every frame between the caller's
+/// code and the switch inside `Inner::resume` costs a mispredicted return
+/// after each switch (see `preempt::pause`).
+#[inline(always)]
 fn drive<T>(l: &mut Linger<T>, timeout: Duration) -> Result<(), Error> {
     let Linger::Continuation(c) = l else { return Ok(()) };
     let status = c.inner.resume(timeout);
@@ -357,6 +366,10 @@ pub fn init() -> Result<(), Error> {
 /// Inside a preemptible function: hands control back to the caller at once,
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.
+///
+/// Inlined into the caller, so that the switch happens in the function's own
+/// frame (see `preempt::pause`).
+#[inline]
 pub fn pause() {
     preempt::pause(true);
 }

@@ -141,11 +141,22 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
 /// the function is resumed (possibly on another thread). Does not leave the
 /// transit state: callers finish with [`landed`].
 ///
+/// Inlined into its callers to keep the switch near the function's own
+/// frames (see `pause`).
+///
 /// # Safety
-/// `frame` must be the innermost running function of this thread, and the
-/// code must be executing on its stack.
-unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t, unwindable: bool) {
-    let ts = ts();
+/// `ts` is this thread's state, `frame` must be its innermost running
+/// function, and the code must be executing on that function's stack. `ts`
+/// is not used after the switch (it may return on another thread): the
+/// state of the thread that resumed it is returned instead.
+#[inline(always)]
+unsafe fn switch_out(
+    ts: &ThreadState,
+    frame: *mut Frame,
+    why: Suspend,
+    uc: *mut libc::ucontext_t,
+    unwindable: bool,
+) -> &'static ThreadState {
     // SAFETY: per the contract the frame is live (it is `ts.current`).
     let f = unsafe { &*frame };
     f.fn_defer.set(ts.defer.get());
@@ -174,7 +185,7 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     let fp = FpControl::save();
     compiler_fence(Ordering::SeqCst);
     // SAFETY: the yielder belongs to the coroutine we are running on.
-    unsafe { switch::suspend(f.yielder.get(), why) };
+    let resumer = unsafe { switch::suspend(f.yielder.get(), why) };
     compiler_fence(Ordering::SeqCst);
     fp.restore_if_changed();
     if !uc.is_null() {
@@ -187,14 +198,16 @@ unsafe fn switch_out(frame: *mut Frame, why: Suspend, uc: *mut libc::ucontext_t,
     }
     f.in_handler.set(false);
     f.ucontext.set(std::ptr::null_mut());
+    resumer
 }
 
 /// After a resume outside the handler (a `pause()` or a deferred
 /// preemption): gives the function its own mask back if the caller held the
 /// program's signals. Called once the transit is over, so that a handler
 /// that runs now (and may `siglongjmp`) finds the runtime consistent.
-fn release_held() {
-    let frame = ts().current.get();
+#[inline]
+fn release_held(ts: &ThreadState) {
+    let frame = ts.current.get();
     if frame.is_null() {
         return;
     }
@@ -209,53 +222,62 @@ fn release_held() {
 /// transit (arming a near timer can take longer than a short slice) is
 /// postponed by the minimum delay instead of being taken here, so every
 /// resume lets the function make progress.
-pub(crate) fn landed() {
-    let ts = ts();
+///
+/// `ts` is the state of the thread that resumed the function.
+#[inline]
+pub(crate) fn landed(ts: &ThreadState) {
     let d = ts.defer.get();
     debug_assert!(d > 0, "landed outside a transit");
     ts.defer.set(d - 1);
     compiler_fence(Ordering::SeqCst);
     if d == 1 && ts.pending.get() {
-        ts.pending.set(false);
-        let frame = ts.current.get();
-        if frame.is_null() {
-            return;
-        }
-        // SAFETY: `current` is the live function we just switched into.
-        let f = unsafe { &*frame };
-        let now = now_ns();
-        if now >= f.deadline.get() {
-            // Move the deadline itself, not just the timer: a signal
-            // generated during the transit can still be delivered after this
-            // point (a timer interrupt on another CPU reaches this thread a
-            // little later), and must then count as early.
-            f.deadline.set(now + min_delay(ts));
-        }
-        let _ = timer::arm(ts, f.deadline.get());
+        postpone_pending(ts);
     }
 }
 
-/// Takes a pending preemption at the end of a no-preemption scope. Returns
-/// true if the function was switched out (it has been resumed since, and the
-/// counter is at transit level again: finish with [`landed`]).
-fn take_pending(ts: &ThreadState, unwindable: bool) -> bool {
+/// A deadline passed in transit: move it (see `landed`).
+#[cold]
+#[inline(never)]
+fn postpone_pending(ts: &ThreadState) {
     ts.pending.set(false);
     let frame = ts.current.get();
     if frame.is_null() {
-        return false;
+        return;
+    }
+    // SAFETY: `current` is the live function we just switched into.
+    let f = unsafe { &*frame };
+    let now = now_ns();
+    if now >= f.deadline.get() {
+        // Move the deadline itself, not just the timer: a signal
+        // generated during the transit can still be delivered after this
+        // point (a timer interrupt on another CPU reaches this thread a
+        // little later), and must then count as early.
+        f.deadline.set(now + min_delay(ts));
+    }
+    let _ = timer::arm(ts, f.deadline.get());
+}
+
+/// Takes a pending preemption at the end of a no-preemption scope. Returns
+/// the resuming thread's state if the function was switched out (it has been
+/// resumed since, and the counter is at transit level again: finish with
+/// [`landed`]).
+fn take_pending(ts: &ThreadState, unwindable: bool) -> Option<&'static ThreadState> {
+    ts.pending.set(false);
+    let frame = ts.current.get();
+    if frame.is_null() {
+        return None;
     }
     // SAFETY: `current` is the live innermost function, and since the counter
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
     let now = now_ns();
     if now < f.deadline.get() {
-        return false;
+        return None;
     }
     record_preemption(ts, f, now);
     bump(&ts.stats.deferred_preemptions);
     // SAFETY: see above.
-    unsafe { switch_out(frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) };
-    true
+    Some(unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) })
 }
 
 /// A return trap fired (see `return_trap`): the outermost deferred call of
@@ -284,9 +306,10 @@ pub(crate) fn at_return() {
         let _ = timer::arm(ts, now_ns() + min_delay(ts));
     } else {
         bump(&ts.stats.return_traps);
-        if take_pending(ts, false) {
-            landed();
-            release_held();
+        // Resumed, possibly on another thread.
+        if let Some(ts) = take_pending(ts, false) {
+            landed(ts);
+            release_held(ts);
         }
     }
 }
@@ -294,19 +317,43 @@ pub(crate) fn at_return() {
 /// Ends a no-preemption scope opened with `defer += 1`.
 #[inline]
 pub(crate) fn exit_scope(unwindable: bool) {
-    let ts = ts();
+    exit_scope_on(ts(), unwindable);
+}
+
+/// `exit_scope` given this thread's state, read when the scope opened (no
+/// switch to another thread can happen inside a scope: it is never
+/// preempted, and runtime scopes do not pause).
+#[inline]
+pub(crate) fn exit_scope_on(ts: &ThreadState, unwindable: bool) {
     debug_assert!(ts.defer.get() > 0, "unbalanced no-preemption scope");
     let d = ts.defer.get() - 1;
     compiler_fence(Ordering::SeqCst);
     ts.defer.set(d);
-    if d == 0 && ts.pending.get() && take_pending(ts, unwindable) {
-        landed();
-        release_held();
+    if d == 0 && ts.pending.get() {
+        take_pending_at_exit(ts, unwindable);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
+    // Resumed, possibly on another thread.
+    if let Some(ts) = take_pending(ts, unwindable) {
+        landed(ts);
+        release_held(ts);
     }
 }
 
 /// `pause()`: yield voluntarily, at a call site (unwinding is defined there
 /// when the caller is Rust code).
+///
+/// Inlined, with `switch_out`, into `linger_pause` and into the public
+/// `pause`, itself inlined into the function's code: every frame between the
+/// function's code and the switch is a return the CPU mispredicts after each
+/// switch (its return-address predictor still holds the other stack's
+/// calls). Rust's pause has none (resume until pause: 44 to 23 ns here); C's
+/// `linger_pause` is one call deep.
+#[inline(always)]
 pub(crate) fn pause(unwindable: bool) {
     let ts = ts();
     let frame = ts.current.get();
@@ -316,9 +363,10 @@ pub(crate) fn pause(unwindable: bool) {
     bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
-    unsafe { switch_out(frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
-    landed();
-    release_held();
+    let ts = unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
+    // Resumed, possibly on another thread.
+    landed(ts);
+    release_held(ts);
 }
 
 /// Does the handler, running on `frame`'s stack, have room to decide and
@@ -785,9 +833,9 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 compiler_fence(Ordering::SeqCst);
                 // SAFETY: judge checked that we interrupted the function's
                 // own code on its own stack, and this handler frame is on it too.
-                unsafe { switch_out(f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
+                let ts = unsafe { switch_out(ts, f as *const Frame as *mut Frame, Suspend::Preempted, ucp, false) };
                 // Resumed, possibly on another thread.
-                landed();
+                landed(ts);
                 return;
             }
             bump(&ts.stats.deferrals);
@@ -840,11 +888,13 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
 /// The shortest delay worth arming: what arming itself costs on this machine
 /// plus the base retry, so the function runs some of its own code before the
 /// next signal.
+#[inline]
 pub(crate) fn min_delay(ts: &ThreadState) -> u64 {
     RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 
 /// Ensures the timer will fire by `deadline`.
+#[inline]
 pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
     timer::arm(ts, deadline).map_err(Error::Timer)
 }

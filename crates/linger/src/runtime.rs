@@ -16,11 +16,11 @@ use std::time::Duration;
 use corosensei::CoroutineResult;
 
 use crate::config::{self, Config};
-use crate::preempt::{self, exit_scope, landed};
+use crate::preempt::{self, exit_scope_on, landed};
 use crate::stack::PooledStack;
 use crate::stats::bump;
 use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
-use crate::thread::{now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
+use crate::thread::{key_of, now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
 use crate::{overflow, ranges, timer, Error};
 
 static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
@@ -28,6 +28,10 @@ static READY: AtomicBool = AtomicBool::new(false);
 
 /// Opens a no-preemption scope for the runtime's own bookkeeping.
 pub(crate) struct Scope {
+    /// This thread's state, read once: nothing inside a runtime scope
+    /// switches the caller to another thread (it is never preempted, and the
+    /// runtime's own code does not pause), so it stays valid until the end.
+    t: &'static ThreadState,
     /// Entered from Rust (a preemption taken at its end may be unwound) or
     /// from the C ABI (unwinding through `extern "C"` frames would abort).
     unwindable: bool,
@@ -50,14 +54,20 @@ impl Scope {
         let t = ts();
         t.defer.set(t.defer.get() + 1);
         compiler_fence(Ordering::SeqCst);
-        Scope { unwindable }
+        Scope { t, unwindable }
+    }
+
+    /// The calling thread's state, valid while the scope is open.
+    #[inline]
+    pub(crate) fn thread(&self) -> &'static ThreadState {
+        self.t
     }
 }
 
 impl Drop for Scope {
     #[inline]
     fn drop(&mut self) {
-        exit_scope(self.unwindable);
+        exit_scope_on(self.t, self.unwindable);
     }
 }
 
@@ -137,6 +147,7 @@ pub(crate) fn inside_migratable() -> bool {
 /// shorter than the minimum (base retry plus what arming the timer costs on
 /// this machine) are rounded up to it: a shorter one would end before the
 /// function ran at all.
+#[inline]
 pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
     if timeout == Duration::MAX {
         return NEVER;
@@ -202,14 +213,14 @@ impl<F> Drop for Unstarted<F> {
 }
 
 /// Runs on the coroutine: the whole life of the user's function.
-fn body<T, F: FnOnce() -> T>(y: &Yield, f: Unstarted<F>) -> Outcome {
+fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: Unstarted<F>) -> Outcome {
     let f = f.start();
-    let frame = ts().current.get();
+    let frame = t.current.get();
     // SAFETY: the runtime set `current` to this function's frame before the
     // first switch; the frame lives as long as the coroutine.
     let fr = unsafe { &*frame };
     fr.yielder.set(y as *const Yield as *const ());
-    landed();
+    landed(t);
     let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
@@ -243,6 +254,7 @@ fn call_user<T, F: FnOnce() -> T>(f: F) -> T {
 
 impl<T> Inner<T> {
     /// Creates a preemptible function without running it.
+    #[inline]
     pub(crate) fn new<'a, F>(f: F, stack_size: usize, opts: LaunchOptions, t: &ThreadState) -> Result<Inner<T>, Error>
     where
         F: FnOnce() -> T + 'a,
@@ -274,7 +286,7 @@ impl<T> Inner<T> {
                 cancelling: Cell::new(false),
                 reason: Cell::new(Suspend::Preempted),
                 retries: Cell::new(0),
-                home: Cell::new(thread_key()),
+                home: Cell::new(key_of(t)),
                 migratable: opts.migratable,
                 hold_signals: opts.hold_signals,
                 held: Cell::new(None),
@@ -291,21 +303,24 @@ impl<T> Inner<T> {
                 drop_panic: Cell::new(None),
             })
         };
-        // SAFETY: the closure may borrow data of lifetime 'a; the returned
-        // continuation carries that lifetime, and the coroutine only runs
-        // while it is alive (a forgotten continuation never runs again).
         let f = Unstarted { f: ManuallyDrop::new(f), frame };
-        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, ()| body(y, f)) };
-        // SAFETY: just initialised above.
-        unsafe { (*frame).trap.set(Some(co.trap_handler())) };
-        bump(&t.stats.launches);
-        Ok(Inner {
+        // Built in place: moving the coroutine into `Inner` afterwards cost a
+        // store-forwarding stall on every launch.
+        let inner = Inner {
             // SAFETY: the header address is never null.
             frame: unsafe { NonNull::new_unchecked(frame) },
-            co: Some(co),
+            // SAFETY: the closure may borrow data of lifetime 'a; the returned
+            // continuation carries that lifetime, and the coroutine only runs
+            // while it is alive (a forgotten continuation never runs again).
+            co: Some(unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) }),
             stack_size,
             _result: PhantomData,
-        })
+        };
+        let trap = inner.co.as_ref().map(|co| co.trap_handler());
+        // SAFETY: just initialised above.
+        unsafe { (*frame).trap.set(trap) };
+        bump(&t.stats.launches);
+        Ok(inner)
     }
 
     /// The function's frame. Only while it has not finished.
@@ -324,15 +339,15 @@ impl<T> Inner<T> {
         if f.running.get() {
             return Err(Error::Busy);
         }
-        let me = ts_caller().id.get();
+        let scope = Scope::enter();
+        let t = scope.thread();
+        let me = t.id.get();
         if !f.migratable && f.home.get() != me {
             return Err(Error::WrongThread);
         }
         if timeout.is_zero() {
             return Ok(Some(Status::Suspended));
         }
-        let _scope = Scope::enter();
-        let t = ts_caller();
         let mut deadline = deadline_after(t, timeout);
         let parent = t.current.get();
         if !parent.is_null() {
@@ -343,8 +358,8 @@ impl<T> Inner<T> {
             self.migrate_to_this_thread(me);
         }
         let mut result: Option<T> = None;
-        let r = self.switch_in(deadline, &mut result, |co| co.resume(()))?;
-        Ok(Some(self.finish(r, result)))
+        let r = self.switch_in(t, deadline, &mut result, |co| co.resume(t))?;
+        Ok(Some(self.finish(t, r, result)))
     }
 
     /// A function parked in the signal handler will `rt_sigreturn` on this
@@ -364,11 +379,11 @@ impl<T> Inner<T> {
     /// it. `go` either resumes it or force-unwinds it.
     fn switch_in(
         &mut self,
+        t: &'static ThreadState,
         deadline: u64,
         result: &mut Option<T>,
         go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,
     ) -> Result<CoroutineResult<Suspend, Outcome>, Error> {
-        let t = ts_caller();
         // SAFETY: the coroutine is unfinished (checked by the callers).
         let f = unsafe { self.frame.as_ref() };
         // Where the function stores its return value if it finishes now.
@@ -406,7 +421,7 @@ impl<T> Inner<T> {
         // control state; a function may also return with its own.
         fp.restore_if_changed();
         compiler_fence(Ordering::SeqCst);
-        let t = ts_caller();
+        // The coroutine returns to the thread that resumed it: `t` is still ours.
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame.as_ref() };
@@ -429,8 +444,8 @@ impl<T> Inner<T> {
         Ok(r)
     }
 
-    fn finish(&mut self, r: CoroutineResult<Suspend, Outcome>, result: Option<T>) -> Status<T> {
-        let stats = &ts_caller().stats;
+    fn finish(&mut self, t: &ThreadState, r: CoroutineResult<Suspend, Outcome>, result: Option<T>) -> Status<T> {
+        let stats = &t.stats;
         match r {
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
@@ -557,7 +572,7 @@ impl<T> Inner<T> {
             // the bookkeeping around the switch completes, and raised again
             // in the canceller once the cancel is done, as a panic in a
             // destructor would be in plain Rust.
-            let r = self.switch_in(NEVER, &mut result, |co| {
+            let r = self.switch_in(ts_caller(), NEVER, &mut result, |co| {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| co.force_unwind())) {
                     raised = Some(p);
                 }

@@ -152,17 +152,19 @@ impl PooledStack {
 
     /// Gives the stack back to this thread's pool (or unmaps it).
     pub(crate) fn recycle(self) {
-        let mut me = Some(self);
-        let _ = POOL.try_with(|p| {
+        // Moved straight into the pool: a detour through an `Option` cost a
+        // store-forwarding stall on every launch. When the pool is full (or
+        // gone, then the closure is dropped unrun), the stack drops here and
+        // is unmapped.
+        let _ = POOL.try_with(move |p| {
             let mut p = p.borrow_mut();
             // Never aborts for want of memory: a stack the pool has no room
             // for is unmapped instead (cancelling under exhausted memory
             // comes here).
             if p.len() < POOL_PER_THREAD && p.try_reserve(1).is_ok() {
-                p.extend(me.take());
+                p.push(self);
             }
         });
-        // `me` drops (unmaps) here when the pool is full or gone.
     }
 }
 
@@ -177,9 +179,11 @@ impl Drop for PooledStack {
 // SAFETY: base/limit describe a mapping we own with a guard page at the bottom
 // and at least MIN_STACK_SIZE usable bytes (enforced by config).
 unsafe impl Stack for PooledStack {
+    #[inline]
     fn base(&self) -> StackPointer {
         NonZeroUsize::new(self.high - HEADER).expect("mapping is not at address 0")
     }
+    #[inline]
     fn limit(&self) -> StackPointer {
         NonZeroUsize::new(self.low).expect("mapping is not at address 0")
     }

@@ -11,7 +11,7 @@
 use corosensei::{Coroutine, Yielder};
 
 use crate::stack::PooledStack;
-use crate::thread::Suspend;
+use crate::thread::{Suspend, ThreadState};
 
 /// What a coroutine returns to the runtime. The value itself is stored in the
 /// continuation (so this type, and the coroutine type, do not depend on it).
@@ -21,8 +21,11 @@ pub(crate) enum Outcome {
     Overflowed,
 }
 
-pub(crate) type Co = Coroutine<(), Suspend, Outcome, PooledStack>;
-pub(crate) type Yield = Yielder<(), Suspend>;
+/// A resume hands the function the state of the thread that resumed it, so
+/// that it need not look it up again (a function may be resumed on another
+/// thread than the one it stopped on).
+pub(crate) type Co = Coroutine<&'static ThreadState, Suspend, Outcome, PooledStack>;
+pub(crate) type Yield = Yielder<&'static ThreadState, Suspend>;
 
 /// MXCSR and x87 control word.
 #[derive(Clone, Copy)]
@@ -30,6 +33,13 @@ pub(crate) struct FpControl {
     mxcsr: u32,
     fcw: u16,
 }
+
+/// MXCSR's exception status flags (bits 0-5). The ABI makes them
+/// caller-saved, unlike the control bits, and any inexact floating-point
+/// operation sets one: they travel with the flow of control and are neither
+/// compared nor restored here (otherwise nearly every switch would reload
+/// both registers, which costs more than the rest of the switch).
+const MXCSR_FLAGS: u32 = 0x3f;
 
 impl FpControl {
     #[inline(always)]
@@ -48,27 +58,20 @@ impl FpControl {
         c
     }
 
-    /// Restores the saved state unless it is already in place (loading the
-    /// x87 control word is slow; storing it is cheap).
+    /// Restores the saved control state where it is not already in place
+    /// (loading either register is slow; storing them is cheap).
     #[inline(always)]
     pub(crate) fn restore_if_changed(self) {
         let now = FpControl::save();
-        if now.mxcsr != self.mxcsr || now.fcw != self.fcw {
-            self.restore();
+        if (now.mxcsr ^ self.mxcsr) & !MXCSR_FLAGS != 0 {
+            let m = (self.mxcsr & !MXCSR_FLAGS) | (now.mxcsr & MXCSR_FLAGS);
+            // SAFETY: control bits produced by `stmxcsr` with the current
+            // flags: a valid MXCSR value.
+            unsafe { std::arch::asm!("ldmxcsr [{m}]", m = in(reg) &m, options(nostack, preserves_flags, readonly)) };
         }
-    }
-
-    #[inline(always)]
-    pub(crate) fn restore(self) {
-        // SAFETY: the values were produced by `save`, so they are valid control words.
-        unsafe {
-            std::arch::asm!(
-                "ldmxcsr [{m}]",
-                "fldcw [{f}]",
-                m = in(reg) &self.mxcsr,
-                f = in(reg) &self.fcw,
-                options(nostack, preserves_flags, readonly)
-            );
+        if now.fcw != self.fcw {
+            // SAFETY: a control word produced by `fnstcw`.
+            unsafe { std::arch::asm!("fldcw [{f}]", f = in(reg) &self.fcw, options(nostack, preserves_flags, readonly)) };
         }
     }
 }
@@ -82,13 +85,14 @@ pub(crate) fn stack_pointer() -> usize {
     sp
 }
 
-/// Suspends the running coroutine through its yielder.
+/// Suspends the running coroutine through its yielder. Returns when it is
+/// resumed, with the state of the thread that resumed it.
 ///
 /// # Safety
 /// `y` must be the yielder of the coroutine currently running on this stack.
 #[inline]
-pub(crate) unsafe fn suspend(y: *const (), why: Suspend) {
+pub(crate) unsafe fn suspend(y: *const (), why: Suspend) -> &'static ThreadState {
     // SAFETY: per the contract, `y` is the live yielder of this coroutine.
     let y = unsafe { &*(y as *const Yield) };
-    y.suspend(why);
+    y.suspend(why)
 }

@@ -219,8 +219,13 @@ pub(crate) fn ts_caller() -> &'static ThreadState {
 
 /// Identifier used for the "home thread" check.
 pub(crate) fn thread_key() -> u64 {
+    key_of(ts())
+}
+
+/// `thread_key` of the thread whose state is `t`.
+#[inline]
+pub(crate) fn key_of(t: &ThreadState) -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    let t = ts();
     if t.id.get() == 0 {
         t.id.set(NEXT.fetch_add(1, Ordering::Relaxed));
     }
