@@ -44,7 +44,7 @@
 #   GNULIB_JOBS, GNULIB_TEST_TIMEOUT, GNULIB_RERUNS  defaults of the options
 #
 # What it does, from a fresh Debian machine (CI runs as root):
-#   1. installs what is missing with apt-get: gnulib, autoconf, automake, make,
+#   1. installs what is missing with apt-get: gnulib, autoconf, automake, gperf, make,
 #      gcc, patch, locales, ... (only the packages whose commands are missing);
 #   2. generates the test locales (when root and missing);
 #   3. creates the testdir with gnulib-tool --create-testdir --single-configure
@@ -192,6 +192,7 @@ ensure_tools() {
         [aclocal]=automake [m4]=m4 [make]=make [gcc]=gcc [patch]=patch
         [perl]=perl-base [timeout]=coreutils [cmp]=diffutils [diff]=diffutils
         [sha256sum]=coreutils [localedef]=locales [iconv]=libc-bin
+        [gperf]=gperf
     )
     local missing=() cmd
     for cmd in "${!need[@]}"; do

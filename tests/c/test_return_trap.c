@@ -36,20 +36,23 @@ static jmp_buf out;
 static volatile int compared;
 
 static int cmp_leaving(const void *a, const void *b) {
-    if (++compared == 5000) longjmp(out, 1);
+    if (++compared == 1000) longjmp(out, 1);
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
 }
 
-static int v[20000];
+/* 250 ints: under glibc's 1024-byte limit, qsort's buffer is on the stack
+ * (a longjmp out of a qsort with a malloc'ed buffer leaks it). */
+#define N 250
+static int v[N];
 
 /* Sorts until the comparator leaves by longjmp; returns 1 if it did. */
 static __attribute__((noinline)) int sort_and_leave(void) {
-    for (int i = 0; i < 20000; i++) v[i] = (int)((i * 7919L) % 20000);
+    for (int i = 0; i < N; i++) v[i] = (int)((i * 7919L) % N);
     compared = 0;
     if (setjmp(out) != 0) return 1;
-    qsort(v, 20000, sizeof v[0], cmp_leaving);
-    return 0; /* 20000 elements take more than 5000 comparisons */
+    qsort(v, N, sizeof v[0], cmp_leaving);
+    return 0; /* N elements take more than 1000 comparisons */
 }
 
 static void sorts(void *arg) {
@@ -57,10 +60,10 @@ static void sorts(void *arg) {
     for (long r = 0; r < rounds; r++) {
         if (!sort_and_leave()) failures++;
         /* And a complete sort after it, checked. */
-        for (int i = 0; i < 20000; i++) v[i] = (int)((i * 7919L) % 20000);
+        for (int i = 0; i < N; i++) v[i] = (int)((i * 7919L) % N);
         compared = -1000000000;
-        qsort(v, 20000, sizeof v[0], cmp_leaving);
-        for (int i = 1; i < 20000; i++)
+        qsort(v, N, sizeof v[0], cmp_leaving);
+        for (int i = 1; i < N; i++)
             if (v[i - 1] > v[i]) failures++;
     }
 }
@@ -105,7 +108,7 @@ int main(void) {
         CHECK(failures == 0, "a return value changed across a trap (round %d)", round);
         /* Traps are off under valgrind (it reports the jump as an error). */
         CHECK(valgrind || reduced() || s.return_traps > 0, "no return trap in %lu preemptions", (unsigned long)s.preemptions);
-        run(sorts, 3, 20);
+        run(sorts, 200, 20);
         CHECK(failures == 0, "qsort after a longjmp out of a trapped qsort (round %d)", round);
         run(readers, 5000, 20);
         CHECK(failures == 0, "dlsym(RTLD_NEXT) or setjmp saw a trap address (round %d)", round);
