@@ -91,8 +91,16 @@ fn main() {
     println!("   cancel a paused function: {:?}", paused.cancel());
     let mut spinning = launch(|| work(u64::MAX / 1_000_000), Duration::from_micros(200)).unwrap();
     let how = spinning.cancel();
-    println!("   cancel a preempted function: {how:?} (stopped mid-instruction: stack reclaimed, no unwinding)");
+    println!("   cancel a preempted function: {how:?} (stopped mid-instruction: not unwound, what it owned leaks)");
     assert!(matches!(how, Cancelled::Reclaimed | Cancelled::Unwound));
+    // A function that borrows runs in a scope, which never ends while it is
+    // stopped half-way through an update: cancelling finishes it instead.
+    let mut v: Vec<u64> = (0..200_000).rev().collect();
+    let how = linger::scope(|s| s.launch(|| v.sort(), Duration::from_micros(100)).unwrap().cancel());
+    println!(
+        "   cancel a scoped function that borrows a Vec mid-sort: {how:?} (sorted: {})",
+        v.windows(2).all(|w| w[0] <= w[1])
+    );
 
     println!("\n== 6. head-of-line blocking: 200 requests, 5 of them 2000x longer ('decompression bombs')");
     // Requests arrive all at once; most are short, five are huge.
