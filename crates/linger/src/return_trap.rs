@@ -262,7 +262,9 @@ pub(crate) fn reads_return_address(entry: usize) -> bool {
 /// # Safety
 /// `slot` is a live return-address slot of the interrupted function `f`,
 /// found by walking its call chain, and `f` is stopped in this thread's
-/// signal handler (it cannot be reading or writing the slot).
+/// signal handler, or is the running function asking from a frame below the
+/// slot's with a no-preemption scope open (either way nothing reads or
+/// writes the slot meanwhile: it belongs to a call that has not returned).
 pub(crate) unsafe fn arm(f: &Frame, slot: usize) -> bool {
     let base = BASE.load(Ordering::Acquire);
     if base == 0 {

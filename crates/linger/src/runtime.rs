@@ -294,6 +294,7 @@ impl<T> Inner<T> {
                 overdue: Cell::new(false),
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
+                pause_due: Cell::new(false),
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
