@@ -108,6 +108,13 @@ pub(crate) fn init() -> Result<&'static Config, Error> {
     Ok(cfg)
 }
 
+/// Waits for the runtime's initialisation, if another thread is running it
+/// (before a fork, see `crate::fork`: the fork handlers are registered in
+/// the middle of it).
+pub(crate) fn wait_initialised() {
+    let _ = GLOBAL.wait();
+}
+
 #[cold]
 fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     GLOBAL
