@@ -100,10 +100,13 @@ fn readers() -> Vec<usize> {
         b"sigsetjmp\0", b"getcontext\0", b"swapcontext\0", b"vfork\0", b"__vfork\0", b"mcount\0", b"_mcount\0",
         b"clone\0",
     ];
+    // Both the first definition and libc's behind it: linger wraps some
+    // (`swapcontext`), and the wrapper's call to libc's must not be patched.
     NAMES
         .iter()
+        .flat_map(|n| [libc::RTLD_DEFAULT, libc::RTLD_NEXT].map(|h| (h, n)))
         // SAFETY: NUL-terminated names; dlsym has no other precondition.
-        .map(|n| unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr() as *const libc::c_char) } as usize)
+        .map(|(h, n)| unsafe { libc::dlsym(h, n.as_ptr() as *const libc::c_char) } as usize)
         .filter(|&a| a != 0)
         .collect()
 }
