@@ -70,7 +70,7 @@ unsafe impl Sync for Slot {}
 
 static SEGS: [AtomicPtr<Slot>; SEGMENTS] = [const { AtomicPtr::new(ptr::null_mut()) }; SEGMENTS];
 
-struct Indices {
+pub(crate) struct Indices {
     /// Indices of free slots. Keeps room for every slot, so that giving one
     /// back never allocates (a cancel under exhausted memory must work).
     free: Vec<u32>,
@@ -81,6 +81,11 @@ struct Indices {
 static INDICES: Mutex<Indices> = Mutex::new(Indices { free: Vec::new(), len: 0 });
 
 fn indices() -> std::sync::MutexGuard<'static, Indices> {
+    lock()
+}
+
+/// The free list's lock (also taken around `fork`, see `crate::fork`).
+pub(crate) fn lock() -> std::sync::MutexGuard<'static, Indices> {
     INDICES.lock().unwrap_or_else(|e| e.into_inner())
 }
 

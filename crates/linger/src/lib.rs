@@ -32,6 +32,7 @@
 mod clock;
 mod config;
 mod error;
+mod fork;
 pub mod ffi;
 mod handles;
 mod interpose;

@@ -22,6 +22,11 @@
 //! instruction, where unwinding is defined; that is why cancellation can run
 //! destructors only for those (see `docs/safety.md`).
 //!
+//! The second kind and `pause()` ask what the handler asks first: whether
+//! deferred code is on the call chain (a scope ending in a `dl_iterate_phdr`
+//! callback, a `pause()` under `println!`). If so the stop waits for a
+//! return trap ([`stop_here`]).
+//!
 //! The handler decides whether the interrupted point is safe like this:
 //! - inside a `critical` scope or runtime transit (counter > 0): defer, take it
 //!   at scope exit;
@@ -162,6 +167,7 @@ unsafe fn switch_out(
     f.fn_defer.set(ts.defer.get());
     ts.defer.set(f.fn_defer.get() + 1); // runtime transit: no preemption
     ts.pending.set(false);
+    f.pause_due.set(false);
     f.in_handler.set(!uc.is_null());
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
@@ -257,11 +263,16 @@ fn postpone_pending(ts: &ThreadState) {
     let _ = timer::arm(ts, f.deadline.get());
 }
 
-/// Takes a pending preemption at the end of a no-preemption scope. Returns
-/// the resuming thread's state if the function was switched out (it has been
-/// resumed since, and the counter is at transit level again: finish with
+/// Takes a pending preemption at the end of a no-preemption scope (or a
+/// pause a return trap was holding, see [`pause`]). Returns the resuming
+/// thread's state if the function was switched out (it has been resumed
+/// since, and the counter is at transit level again: finish with
 /// [`landed`]).
-fn take_pending(ts: &ThreadState, unwindable: bool) -> Option<&'static ThreadState> {
+///
+/// `check`: walk the call chain first, and leave the stop to a return trap
+/// if deferred code is on it (see [`stop_here`]). A return trap that fired
+/// needs no walk: the outermost deferred call has just returned.
+fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'static ThreadState> {
     ts.pending.set(false);
     let frame = ts.current.get();
     if frame.is_null() {
@@ -270,14 +281,128 @@ fn take_pending(ts: &ThreadState, unwindable: bool) -> Option<&'static ThreadSta
     // SAFETY: `current` is the live innermost function, and since the counter
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
+    let pause = f.pause_due.get();
     let now = now_ns();
-    if now < f.deadline.get() {
+    if !pause && now < f.deadline.get() {
         return None;
     }
-    record_preemption(ts, f, now);
-    bump(&ts.stats.deferred_preemptions);
+    if check && stop_here(ts, f, true) != Here::Stop {
+        return None;
+    }
+    let why = if pause {
+        bump(&ts.stats.pauses);
+        Suspend::Paused
+    } else {
+        record_preemption(ts, f, now);
+        bump(&ts.stats.deferred_preemptions);
+        Suspend::Preempted
+    };
     // SAFETY: see above.
-    Some(unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) })
+    Some(unsafe { switch_out(ts, frame, why, std::ptr::null_mut(), unwindable) })
+}
+
+/// What [`stop_here`] found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Here {
+    /// No deferred code on the call chain: stop.
+    Stop,
+    /// Deferred code is on it, and a return trap is armed on its outermost
+    /// call: the stop is taken when that call returns.
+    Trapped,
+    /// Deferred code may be on it and no trap could be armed.
+    NotNow,
+}
+
+/// May the running function `f` be stopped at this point, outside the
+/// handler (the end of a scope, `pause()`)? The same question the handler
+/// asks of an interrupted point (`judge`), asked of the current call chain:
+/// a scope that ends inside a program signal handler or a `dl_iterate_phdr`
+/// callback, or a `pause()` from a `Display` impl under `println!`, has
+/// library code below it that holds locks. If so, arms a return trap on the
+/// outermost deferred call when it can, and, for a deadline (`due`), arms
+/// the timer as the backstop (or to retry).
+///
+/// Runs as a no-preemption scope: the handler shares the unwinder and the
+/// trap with it.
+#[inline(never)]
+fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
+    let d = ts.defer.get();
+    ts.defer.set(d + 1);
+    compiler_fence(Ordering::SeqCst);
+    let verdict = if stack_room(f) { judge_here(f) } else { NOT_NOW };
+    let here = match verdict {
+        Verdict::Stop { release } => {
+            if release {
+                crate::return_trap::release(f);
+            }
+            Here::Stop
+        }
+        Verdict::Defer { patch, trapped } => {
+            // SAFETY: the slot was found on `f`'s live call chain just now,
+            // outside the frames this code runs in, and the handler cannot
+            // run its own decision meanwhile (the scope is open).
+            let trapped = trapped || patch.is_some_and(|(slot, code)| unsafe { set_return_trap(f, slot, code) });
+            if due {
+                bump(&ts.stats.deferrals);
+                let delay = if trapped { MAX_RETRY_NS } else { min_delay(ts) };
+                let _ = timer::arm(ts, now_ns() + delay);
+            }
+            if trapped {
+                Here::Trapped
+            } else {
+                Here::NotNow
+            }
+        }
+    };
+    compiler_fence(Ordering::SeqCst);
+    ts.defer.set(d);
+    compiler_fence(Ordering::SeqCst);
+    // A timer that fired during the walk only recorded its deadline (the
+    // scope was open), and has expired: unless we stop now, arm it again.
+    if d == 0 && here != Here::Stop && ts.pending.replace(false) {
+        let _ = timer::arm(ts, now_ns() + min_delay(ts));
+    }
+    here
+}
+
+/// `judge` for the current point of the running function `f`: its call
+/// chain is walked from this function's own registers.
+#[inline(never)]
+fn judge_here(f: &Frame) -> Verdict {
+    use crate::unwind::{walk_here, Chain};
+    let Some(table) = ranges::table() else { return NOT_NOW };
+    let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
+    // SAFETY: only reads registers. The program counter and stack pointer
+    // are read together, inside this function's body (no stack adjustment
+    // between them), so the frame description at `rip` applies to `rsp`;
+    // the callee-saved registers are what its callers' frames may rely on.
+    unsafe {
+        std::arch::asm!(
+            "lea {rip}, [rip]",
+            "mov {rsp}, rsp",
+            "mov {rbp}, rbp",
+            "mov {rbx}, rbx",
+            "mov {r12}, r12",
+            "mov {r13}, r13",
+            "mov {r14}, r14",
+            "mov {r15}, r15",
+            rip = out(reg) rip, rsp = out(reg) rsp, rbp = out(reg) rbp, rbx = out(reg) rbx,
+            r12 = out(reg) r12, r13 = out(reg) r13, r14 = out(reg) r14, r15 = out(reg) r15,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    let sp = rsp as usize;
+    let entry = f.entry_sp.get();
+    if entry == 0 || sp < f.stack_lo || sp >= entry {
+        return NOT_NOW; // on another stack (a program handler's alternate one)
+    }
+    let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
+    match walk_here(table, regs, f.stack_lo, f.stack_hi, entry) {
+        Chain::Clear { trapped } => Verdict::Stop { release: !trapped },
+        Chain::Deferred { patch, trapped } => Verdict::Defer { patch, trapped },
+        Chain::Unknown if scan_clear(table, sp, entry) => Verdict::Stop { release: false },
+        Chain::Unknown => NOT_NOW,
+    }
 }
 
 /// A return trap fired (see `return_trap`): the outermost deferred call of
@@ -293,7 +418,7 @@ pub(crate) fn at_return() {
     // SAFETY: `current` is the live function whose call just returned.
     let f = unsafe { &*frame };
     crate::return_trap::release(f);
-    if now_ns() < f.deadline.get() {
+    if !f.pause_due.get() && now_ns() < f.deadline.get() {
         return; // stopped meanwhile (a `pause()` in a callback) and resumed
     }
     if ts.defer.get() > 0 {
@@ -307,7 +432,7 @@ pub(crate) fn at_return() {
     } else {
         bump(&ts.stats.return_traps);
         // Resumed, possibly on another thread.
-        if let Some(ts) = take_pending(ts, false) {
+        if let Some(ts) = take_pending(ts, false, false) {
             landed(ts);
             release_held(ts);
         }
@@ -338,7 +463,7 @@ pub(crate) fn exit_scope_on(ts: &ThreadState, unwindable: bool) {
 #[inline(never)]
 fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
     // Resumed, possibly on another thread.
-    if let Some(ts) = take_pending(ts, unwindable) {
+    if let Some(ts) = take_pending(ts, unwindable, true) {
         landed(ts);
         release_held(ts);
     }
@@ -358,6 +483,17 @@ pub(crate) fn pause(unwindable: bool) {
     let ts = ts();
     let frame = ts.current.get();
     if frame.is_null() {
+        return;
+    }
+    // SAFETY: `current` is this thread's innermost running function.
+    let here = stop_here(ts, unsafe { &*frame }, false);
+    if here != Here::Stop {
+        // Library code holds locks below this call (a `Display` impl under
+        // `println!`): the pause is taken when the outermost such call
+        // returns, by its return trap, or, with no trap, not at all.
+        // SAFETY: as above.
+        let f = unsafe { &*frame };
+        f.pause_due.set(here == Here::Trapped);
         return;
     }
     bump(&ts.stats.pauses);
@@ -589,12 +725,13 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     }
 }
 
-/// Sets a return trap on the outermost deferred call found by `judge`,
-/// unless that call reads its own return address. True if set.
+/// Sets a return trap on the outermost deferred call found by `judge` (or
+/// `judge_here`), unless that call reads its own return address. True if set.
 ///
 /// # Safety
-/// `f` is the function interrupted in this handler; `slot` a live
-/// return-address slot of its call chain.
+/// `f` is the function interrupted in this handler, or the running function
+/// asking from a frame below `slot` with a no-preemption scope open; `slot`
+/// a live return-address slot of its call chain.
 unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     let Some(table) = ranges::table() else { return false };
     if table.in_loader(code) {

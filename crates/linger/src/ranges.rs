@@ -161,12 +161,17 @@ pub(crate) fn stale() -> bool {
     STALE.load(Ordering::Relaxed)
 }
 
+/// The build lock (also taken around `fork`, see `crate::fork`).
+pub(crate) fn lock_build() -> std::sync::MutexGuard<'static, ()> {
+    BUILD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Builds the table on first use, and again after new code was seen.
 pub(crate) fn ensure(cfg: &Config) {
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
     }
-    let _g = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock_build();
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
     }

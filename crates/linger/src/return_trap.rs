@@ -100,10 +100,13 @@ fn readers() -> Vec<usize> {
         b"sigsetjmp\0", b"getcontext\0", b"swapcontext\0", b"vfork\0", b"__vfork\0", b"mcount\0", b"_mcount\0",
         b"clone\0",
     ];
+    // Both the first definition and libc's behind it: linger wraps some
+    // (`swapcontext`), and the wrapper's call to libc's must not be patched.
     NAMES
         .iter()
+        .flat_map(|n| [libc::RTLD_DEFAULT, libc::RTLD_NEXT].map(|h| (h, n)))
         // SAFETY: NUL-terminated names; dlsym has no other precondition.
-        .map(|n| unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr() as *const libc::c_char) } as usize)
+        .map(|(h, n)| unsafe { libc::dlsym(h, n.as_ptr() as *const libc::c_char) } as usize)
         .filter(|&a| a != 0)
         .collect()
 }
@@ -262,7 +265,9 @@ pub(crate) fn reads_return_address(entry: usize) -> bool {
 /// # Safety
 /// `slot` is a live return-address slot of the interrupted function `f`,
 /// found by walking its call chain, and `f` is stopped in this thread's
-/// signal handler (it cannot be reading or writing the slot).
+/// signal handler, or is the running function asking from a frame below the
+/// slot's with a no-preemption scope open (either way nothing reads or
+/// writes the slot meanwhile: it belongs to a call that has not returned).
 pub(crate) unsafe fn arm(f: &Frame, slot: usize) -> bool {
     let base = BASE.load(Ordering::Acquire);
     if base == 0 {

@@ -108,6 +108,13 @@ pub(crate) fn init() -> Result<&'static Config, Error> {
     Ok(cfg)
 }
 
+/// Waits for the runtime's initialisation, if another thread is running it
+/// (before a fork, see `crate::fork`: the fork handlers are registered in
+/// the middle of it).
+pub(crate) fn wait_initialised() {
+    let _ = GLOBAL.wait();
+}
+
 #[cold]
 fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     GLOBAL
@@ -294,6 +301,7 @@ impl<T> Inner<T> {
                 overdue: Cell::new(false),
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
+                pause_due: Cell::new(false),
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),

@@ -121,6 +121,9 @@ pub(crate) struct Frame {
     pub overdue: Cell<bool>,
     /// The trap address (`return_trap`) it holds, plus one; 0 for none.
     pub trap_slot: Cell<u32>,
+    /// A `pause()` found deferred code on its call chain and armed a return
+    /// trap: the trap stops the function as a pause (see `preempt::pause`).
+    pub pause_due: Cell<bool>,
     /// Stack pointer where it last switched out: nothing of it below this
     /// is live while it is stopped.
     pub stopped_sp: Cell<usize>,

@@ -69,8 +69,7 @@ pub(crate) fn install_fork_handler(signo: i32) {
     SIGNO.store(signo, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-    // SAFETY: registering a handler with no prepare/parent hooks.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    crate::fork::install(after_fork_in_child);
 }
 
 /// In the child of a fork: give the (only) thread a timer of its own again,

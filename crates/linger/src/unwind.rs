@@ -75,10 +75,80 @@ struct Entry {
     step: Step,
 }
 
-/// The per-thread unwinder: gimli's context and the step cache.
+/// The per-thread unwinder: gimli's context, the step cache and the memo of
+/// the last clear walk from ordinary code.
 pub(crate) struct Unwinder {
     ctx: Ctx,
     cache: [Entry; CACHE],
+    memo: Memo,
+}
+
+/// Stack words a memoised walk may have read.
+const MEMO_READS: usize = 24;
+
+/// The last walk by [`walk_here`] that found the chain clear: its starting
+/// registers and every stack word it read. A walk is a function of those
+/// (and of the table), so a walk from the same registers over the same words
+/// would find the same: a `pause()` in a loop compares a few words instead
+/// of walking (a walk costs it about 130 ns, the whole pause about 25).
+#[derive(Clone, Copy)]
+struct Memo {
+    /// The table it used; 0: no memo.
+    table: usize,
+    stack: (usize, usize, usize),
+    /// The starting registers the outcome depended on (by DWARF number).
+    init: u32,
+    regs: [u64; NREGS],
+    n: usize,
+    reads: [(u64, u64); MEMO_READS],
+}
+
+/// Records what a walk's outcome depends on: the return addresses it
+/// followed and the registers its CFAs were computed from, each traced back
+/// to a starting register (`init`) or a stack word (`words`; `n >
+/// MEMO_READS`: too many). Saved registers that never locate a frame (a
+/// loop counter in rbx) do not count, or a loop's pauses would never match.
+struct Reads {
+    /// Where each register's current value came from: 0 computed from a
+    /// CFA, 1 the starting value, else the stack address it was loaded from.
+    src: [u64; NREGS],
+    init: u32,
+    n: usize,
+    words: [(u64, u64); MEMO_READS],
+}
+
+impl Reads {
+    fn new() -> Reads {
+        Reads { src: [1; NREGS], init: 0, n: 0, words: [(0, 0); MEMO_READS] }
+    }
+
+    /// The walk used register `i`, whose value is `v`.
+    fn depend(&mut self, i: usize, v: u64) {
+        match self.src[i] {
+            0 => {}
+            1 => self.init |= 1 << i,
+            a => {
+                if self.n < MEMO_READS {
+                    self.words[self.n] = (a, v);
+                }
+                self.n += 1;
+            }
+        }
+    }
+
+    /// The caller's registers come from `rules` at `cfa`.
+    fn step(&mut self, rules: &[Rule; NREGS], cfa: u64) {
+        let prev = self.src;
+        for (i, rule) in rules.iter().enumerate() {
+            self.src[i] = match *rule {
+                Rule::Same => prev[i],
+                Rule::Offset(o) => cfa.wrapping_add_signed(o).max(2),
+                Rule::ValOffset(_) | Rule::Constant(_) => 0,
+                Rule::Register(r) => prev[r as usize],
+            };
+        }
+        self.src[RSP] = 0;
+    }
 }
 
 impl Unwinder {
@@ -97,6 +167,14 @@ impl Unwinder {
         // a Box (which frees it with that same layout).
         unsafe {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
+            std::ptr::addr_of_mut!((*p).memo).write(Memo {
+                table: 0,
+                stack: (0, 0, 0),
+                init: 0,
+                regs: [0; NREGS],
+                n: 0,
+                reads: [(0, 0); MEMO_READS],
+            });
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
                 cache.add(i).write(Entry { table: 0, pc: 0, step: Step::Unknown { deferred: true } });
@@ -269,10 +347,69 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
     if u.is_null() {
         return if first_deferred { Chain::Deferred { patch: None, trapped: false } } else { Chain::Unknown };
     }
-    // SAFETY: this thread's unwinder, used only by this thread's handler,
-    // which is not re-entered while deciding (it is a no-preemption scope).
+    // SAFETY: this thread's unwinder, used only by this thread's handler and
+    // by `walk_here`, each inside a no-preemption scope (so neither runs
+    // while the other uses it).
     let u = unsafe { &mut *u };
-    let mut regs = regs_from(uc);
+    walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None)
+}
+
+/// [`walk`] from ordinary code: `regs` are rip, rsp, rbp, rbx, r12-r15 of
+/// a point in the running function (`preempt::judge_here`), which must be
+/// inside a no-preemption scope. A clear chain is memoised (see [`Memo`]).
+pub(crate) fn walk_here(table: &Table, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> Chain {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    if u.is_null() {
+        return Chain::Unknown;
+    }
+    // SAFETY: as in `walk`.
+    let u = unsafe { &mut *u };
+    let key = table as *const Table as usize;
+    let mut full = [0u64; NREGS];
+    for (i, r) in [RA, RSP, 6, 3, 12, 13, 14, 15].into_iter().zip(regs) {
+        full[i] = r;
+    }
+    let m = &u.memo;
+    if m.table == key
+        && m.stack == (lo, hi, entry)
+        && same_bits(m.init, &m.regs, &full)
+        && m.reads[..m.n].iter().all(|&(a, v)| read(lo, hi, a) == Some(v))
+    {
+        return Chain::Clear { trapped: false };
+    }
+    let mut reads = Reads::new();
+    let chain = walk_regs(table, u, full, lo, hi, entry, false, Some(&mut reads));
+    u.memo.table = 0;
+    if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
+        u.memo = Memo { table: key, stack: (lo, hi, entry), init: reads.init, regs: full, n: reads.n, reads: reads.words };
+    }
+    chain
+}
+
+/// Do `a` and `b` agree on the registers in `mask`?
+#[inline]
+fn same_bits(mut mask: u32, a: &[u64; NREGS], b: &[u64; NREGS]) -> bool {
+    while mask != 0 {
+        let i = mask.trailing_zeros() as usize;
+        if a[i] != b[i] {
+            return false;
+        }
+        mask &= mask - 1;
+    }
+    true
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk_regs(
+    table: &Table,
+    u: &mut Unwinder,
+    mut regs: [u64; NREGS],
+    lo: usize,
+    hi: usize,
+    entry: usize,
+    first_deferred: bool,
+    mut reads: Option<&mut Reads>,
+) -> Chain {
     let mut first = true;
     let mut any_deferred = false;
     // The outermost deferred frame's return-address slot and code address.
@@ -291,6 +428,9 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
         let pc = regs[RA] as usize;
         // A return address points after its call: look up the call itself.
         let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
+        if let Some(r) = reads.as_deref_mut() {
+            r.depend(RA, regs[RA]);
+        }
         let step = u.step(table, at);
         let (deferred, cfa_reg, cfa_off, rules) = match step {
             Step::Rules { deferred, cfa_reg, cfa_off, rules } => (deferred, cfa_reg, cfa_off, rules),
@@ -299,6 +439,10 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
         };
         let deferred = if first { first_deferred } else { deferred };
         let Some(cfa) = regs[cfa_reg as usize].checked_add_signed(cfa_off) else { return lost(any_deferred || deferred) };
+        if let Some(r) = reads.as_deref_mut() {
+            r.depend(cfa_reg as usize, regs[cfa_reg as usize]);
+            r.step(&rules, cfa);
+        }
         let mut next = regs;
         let mut ra_slot = None;
         for (i, rule) in rules.iter().enumerate() {

@@ -21,6 +21,8 @@
 //! - [`child`]: `waitpid` and the rest of the `wait` family: no EINTR;
 //! - [`exec`]: the `exec` family: the new image starts with no preemption
 //!   signal pending, no timer and default disposition;
+//! - [`context`]: `setcontext`, `swapcontext` and the `longjmp` family:
+//!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
 //!   really on.
 //!
@@ -30,6 +32,7 @@
 //! cost one thread-local load and then call libc as is.
 
 pub(crate) mod child;
+pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod io;
 pub(crate) mod signals;
@@ -83,6 +86,7 @@ pub(crate) fn prepare() {
     wait::prepare();
     signals::prepare();
     exec::prepare();
+    context::prepare();
 }
 
 pub(crate) fn set_errno(e: c_int) {

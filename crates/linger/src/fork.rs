@@ -1,0 +1,54 @@
+//! Forking while other threads use linger.
+//!
+//! A forked child has one thread, a copy of the forking one; a lock that
+//! another thread held at the moment of the fork stays locked in the child
+//! for good, since its owner does not exist there. linger's process-wide
+//! locks (the C handle table's free list, the code table's build lock) are
+//! therefore taken before the fork, in a `pthread_atfork` prepare handler,
+//! and released after it on both sides, as glibc does with its own locks
+//! (malloc's arenas, stdio's list). The one-time initialisations (`OnceLock`s
+//! of the configuration and the runtime) are waited for the same way: a
+//! child would otherwise wait for an initialiser that never finishes.
+//!
+//! The prepare handler runs in the forking thread, which is never inside
+//! linger's own critical sections when it calls `fork` (they call no
+//! program code), so it cannot wait for itself.
+
+use std::cell::RefCell;
+use std::sync::MutexGuard;
+
+use crate::handles::Indices;
+
+type Held = (MutexGuard<'static, ()>, MutexGuard<'static, Indices>);
+
+thread_local! {
+    /// The locks taken by `prepare`, until `release` in the same thread.
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+/// Registers the handlers (once per process, with the runtime).
+pub(crate) fn install(child: extern "C" fn()) {
+    CHILD_TAIL.get_or_init(|| child);
+    // SAFETY: registering plain `extern "C"` handlers with no arguments.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(in_child)) };
+}
+
+static CHILD_TAIL: std::sync::OnceLock<extern "C" fn()> = std::sync::OnceLock::new();
+
+extern "C" fn prepare() {
+    crate::runtime::wait_initialised();
+    // Always in this order (the build lock is never taken under the other).
+    let held = (crate::ranges::lock_build(), crate::handles::lock());
+    let _ = HELD.try_with(|h| *h.borrow_mut() = Some(held));
+}
+
+extern "C" fn release() {
+    let _ = HELD.try_with(|h| drop(h.borrow_mut().take()));
+}
+
+extern "C" fn in_child() {
+    release();
+    if let Some(tail) = CHILD_TAIL.get() {
+        tail();
+    }
+}
