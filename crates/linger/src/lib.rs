@@ -33,6 +33,7 @@ mod clock;
 mod config;
 mod error;
 pub mod ffi;
+mod flow;
 mod handles;
 mod interpose;
 mod overflow;

@@ -274,10 +274,28 @@ fn take_pending(ts: &ThreadState, unwindable: bool) -> Option<&'static ThreadSta
     if now < f.deadline.get() {
         return None;
     }
+    if std::thread::panicking() {
+        // Unwinding (a `Drop` run by a panic): not here (see `unwinding`).
+        unwinding(ts);
+        return None;
+    }
     record_preemption(ts, f, now);
     bump(&ts.stats.deferred_preemptions);
     // SAFETY: see above.
     Some(unsafe { switch_out(ts, frame, Suspend::Preempted, std::ptr::null_mut(), unwindable) })
+}
+
+/// The function is unwinding a panic: it must not stop before the unwind is
+/// over. Rust's panic count is per thread and private to `std`, so it
+/// cannot be swapped at the switch as `flow` swaps other per-thread state:
+/// a function stopped in a `Drop` during unwinding would make
+/// `std::thread::panicking()` true in its caller, whose mutexes then poison.
+/// The deadline is retried by the timer, as for a deferral.
+#[cold]
+#[inline(never)]
+fn unwinding(ts: &ThreadState) {
+    bump(&ts.stats.deferrals);
+    let _ = timer::arm(ts, now_ns() + min_delay(ts));
 }
 
 /// A return trap fired (see `return_trap`): the outermost deferred call of
@@ -357,8 +375,8 @@ fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
 pub(crate) fn pause(unwindable: bool) {
     let ts = ts();
     let frame = ts.current.get();
-    if frame.is_null() {
-        return;
+    if frame.is_null() || std::thread::panicking() {
+        return; // not while unwinding (see `unwinding`)
     }
     bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
@@ -820,7 +838,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
-            let verdict = if stack_room(f) { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
+            let verdict = if stack_room(f) && !std::thread::panicking() { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
             if let Verdict::Stop { release } = verdict {
                 if release {
                     crate::return_trap::release(f);

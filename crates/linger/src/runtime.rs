@@ -114,6 +114,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
         .get_or_init(|| {
             preempt::RETRY_NS.store(cfg.retry.as_nanos() as u64, Ordering::Relaxed);
             crate::clock::start();
+            crate::flow::look_up();
             crate::interpose::prepare();
             ranges::ensure(cfg);
             crate::return_trap::init();
@@ -301,6 +302,8 @@ impl<T> Inner<T> {
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
+                flow: crate::flow::Saved::new(),
+                caller_flow: crate::flow::Saved::new(),
             })
         };
         let f = Unstarted { f: ManuallyDrop::new(f), frame };
@@ -347,6 +350,11 @@ impl<T> Inner<T> {
         }
         if timeout.is_zero() {
             return Ok(Some(Status::Suspended));
+        }
+        if std::thread::panicking() {
+            // The function would share the caller's panic count and could
+            // never be stopped (see `preempt::unwinding`).
+            return Err(Error::NotHere("while the thread unwinds a panic"));
         }
         let mut deadline = deadline_after(t, timeout);
         let parent = t.current.get();
@@ -416,6 +424,7 @@ impl<T> Inner<T> {
         }
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
+        crate::flow::enter(t, &f.flow, &f.caller_flow);
         let r = go(self.co.as_mut().expect("checked by caller"));
         // A switch out of the signal handler brings the kernel's default FP
         // control state; a function may also return with its own.
@@ -425,6 +434,7 @@ impl<T> Inner<T> {
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame.as_ref() };
+        crate::flow::leave(t, &f.flow, &f.caller_flow);
         f.running.set(false);
         let parent = f.parent.get();
         t.current.set(parent);

@@ -126,6 +126,10 @@ pub(crate) struct Frame {
     pub stopped_sp: Cell<usize>,
     /// Signal handler runs while this function ran.
     pub counts: SignalCounts,
+    /// Its C++ exception globals, errno and locale while it is stopped, and
+    /// its caller's while it runs (see `flow`).
+    pub flow: crate::flow::Saved,
+    pub caller_flow: crate::flow::Saved,
     /// The preemption handler running on this function's stack, if any: its
     /// signal context, and the scope depth and errno it found, so the SIGSEGV
     /// handler can abandon it (`preempt::handler_out_of_stack`).
@@ -171,6 +175,10 @@ pub(crate) struct ThreadState {
     /// This thread's unwind context (`unwind::Ctx`), or null.
     pub unwind_ctx: Cell<*mut ()>,
     pub stats: StatCells,
+    /// Addresses of this thread's C++ exception globals and errno, or 0
+    /// until first needed (see `flow`).
+    pub cxa_globals: Cell<usize>,
+    pub errno_at: Cell<usize>,
 }
 
 thread_local! {
@@ -190,6 +198,8 @@ thread_local! {
             unwind_ctx: Cell::new(ptr::null_mut()),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
+            cxa_globals: Cell::new(0),
+            errno_at: Cell::new(0),
         }
     };
 }
