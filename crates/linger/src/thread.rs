@@ -39,11 +39,14 @@ pub(crate) struct SignalCounts {
     pub theirs: Cell<u64>,
     /// Runs of the program's handlers installed without `SA_RESTART`.
     pub interrupting: Cell<u64>,
+    /// Stack pointer at the entry of the program's innermost running signal
+    /// handler, or 0 (see `interpose::signals::in_program_handler`).
+    pub handler_sp: Cell<usize>,
 }
 
 impl SignalCounts {
     pub(crate) const fn new() -> SignalCounts {
-        SignalCounts { ours: Cell::new(0), theirs: Cell::new(0), interrupting: Cell::new(0) }
+        SignalCounts { ours: Cell::new(0), theirs: Cell::new(0), interrupting: Cell::new(0), handler_sp: Cell::new(0) }
     }
 
     pub(crate) fn bump_theirs(&self, restart: bool) {
