@@ -89,6 +89,10 @@ pub(crate) struct Frame {
     pub fn_defer: Cell<u32>,
     /// The caller's critical depth and pending flag while the function runs.
     pub caller_defer: Cell<u32>,
+    /// The caller's stack pointer when it switched the function in: a caller
+    /// found above it while the function is current left the function by
+    /// `longjmp` (see `runtime::left_by_longjmp`).
+    pub caller_sp: Cell<usize>,
     pub caller_pending: Cell<bool>,
     /// Set while an interposed blocking call runs: stack address of its frame.
     pub blocking_sp: Cell<usize>,
