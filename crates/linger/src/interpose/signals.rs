@@ -247,12 +247,20 @@ const MAX_HANDLER_DEPTH: usize = 1 << 20;
 /// locks, and may be interrupting themselves), so they refuse such calls.
 /// A mark left behind by a handler that `siglongjmp`ed out is cleared here:
 /// the caller's stack pointer is then above it.
+#[inline]
 pub(crate) fn in_program_handler() -> bool {
-    let c = crate::thread::signal_counts(ts());
+    // The caller's side of an entry point, before any switch.
+    let c = crate::thread::signal_counts(crate::thread::ts_caller());
     let h = c.handler_sp.get();
     if h == 0 {
         return false;
     }
+    below_handler_mark(c, h)
+}
+
+#[cold]
+#[inline(never)]
+fn below_handler_mark(c: &crate::thread::SignalCounts, h: usize) -> bool {
     let sp = crate::switch::stack_pointer();
     if sp < h && h - sp < MAX_HANDLER_DEPTH {
         return true;
