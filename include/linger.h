@@ -103,7 +103,16 @@ extern "C" {
 // result has `is_complete == false` and `continuation == NULL`, and `errno`
 // is set: `EINVAL` (NULL `func`), `ENOMEM` (no memory for the stack or for
 // the handle; a function that had started is then cancelled), `EAGAIN` (no timer),
-// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
+// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set),
+// `EDEADLK` (called from a signal handler, or from a Rust `Drop` run by a
+// panic: not allowed there, nothing was done).
+//
+// Async-signal-safety: `linger_launch`, `linger_launch_opts`,
+// `linger_resume` and `linger_cancel` are not async-signal-safe and refuse
+// calls from a signal handler the program installed (`EDEADLK`).
+// `linger_yielded`, `linger_is_preemptible` and `linger_stats` are safe
+// there. `linger_pause` and `linger_critical_begin`/`_end` belong to the
+// function's own flow: don't call them from a handler.
 struct linger_t linger_launch(void (*func)(void*), uint64_t timeout_us, void *arg);
 
 // Like `linger_launch`, with options (`opts` may be NULL).
@@ -120,7 +129,8 @@ struct linger_t linger_launch_opts(void (*func)(void*),
 // `is_complete`), or -1 with `errno`: `EINVAL` (NULL, failed launch, or not a
 // live continuation), `ECANCELED` (cancelled), `EBUSY` (already running),
 // `EXDEV` (launched on another thread, not migratable), `EFAULT` (stack
-// overflow: now cancelled), `EAGAIN` (timer). Resuming a completed function
+// overflow: now cancelled), `EAGAIN` (timer), `EDEADLK` (from a signal
+// handler, or while unwinding; see `linger_launch`). Resuming a completed function
 // returns 0 and does nothing.
 //
 // # Safety
@@ -139,8 +149,8 @@ int32_t linger_resume(struct linger_t *l, uint64_t timeout_us);
 // of its stack stays mapped and is never reused (pointers to its locals that
 // it handed out stay valid); the rest is released. Returns 0; on a completed or never-launched `linger_t`, 0 and
 // nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
-// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
-// one that is running (`EBUSY`).
+// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`),
+// one that is running (`EBUSY`), or a call from a signal handler (`EDEADLK`).
 //
 // # Safety
 // `l` must be NULL or point to a writable `linger_t`.

@@ -11,7 +11,9 @@
 #ifndef LINGER_TEST_COMMON_H
 #define LINGER_TEST_COMMON_H
 
+#ifndef _GNU_SOURCE /* C++ compilers define it */
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,13 +83,13 @@ struct mix_job {
     uint64_t n, result;
 };
 static inline void mix_job_fn(void *arg) {
-    struct mix_job *j = arg;
+    struct mix_job *j = (struct mix_job *)arg;
     j->result = mix(j->n);
 }
 
 /* Spins until *arg (a volatile int) becomes non-zero. */
 static inline void spin_until_fn(void *arg) {
-    volatile int *stop = arg;
+    volatile int *stop = (volatile int *)arg;
     while (!*stop) {
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the C examples (examples/c/*.c) and C tests (tests/c/test_*.c)
-# against liblinger.
+# Builds and runs the C examples (examples/c/*.c) and C and C++ tests
+# (tests/c/test_*.c, tests/c/test_*.cpp) against liblinger.
 #
 #   tests/c/run.sh                 everything, linked against liblinger.so,
 #                                  and the tests once more against liblinger.a
@@ -20,7 +20,7 @@
 #                         build (e.g. to try a patched build of the library);
 #                         the soname link is made there if it is missing
 #   LINGER_NO_STATIC=1    skip the liblinger.a variants
-#   CC                    the C compiler (default cc)
+#   CC, CXX               the C and C++ compilers (default cc, c++)
 #
 # Prints one line per binary (`ok name` or `FAIL name`, with the tail of its
 # output for failures) and ends with `N passed, M failed`; exits 1 if any
@@ -31,6 +31,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
 CC="${CC:-cc}"
+CXX="${CXX:-c++}"
 CFLAGS=(-Wall -Wextra -Werror -O2 -g -pthread -I"$root/include")
 out="$root/target/c-tests"
 mkdir -p "$out"
@@ -137,8 +138,10 @@ build() {
     local name="$1" src="$2" kind="$3" bin="$out/$1" log="$out/$1.build.log"
     local link=(-L"$libdir" -llinger -Wl,-rpath,"$libdir")
     [ "$kind" = static ] && link=("$libdir/liblinger.a" "${static_libs[@]}")
+    local cc="$CC"
+    [[ "$src" == *.cpp ]] && cc="$CXX"
     rm -f "$bin"
-    if ! "$CC" "${CFLAGS[@]}" -I"$root/tests/c" "$src" -o "$bin" "${link[@]}" >"$log" 2>&1; then
+    if ! "$cc" "${CFLAGS[@]}" -I"$root/tests/c" "$src" -o "$bin" "${link[@]}" >"$log" 2>&1; then
         fail "$name" "$log" "does not compile"
         return 1
     fi
@@ -146,12 +149,13 @@ build() {
 
 filters=("$@")
 sources=()
-for src in "$root"/examples/c/*.c "$root"/tests/c/test_*.c; do
+for src in "$root"/examples/c/*.c "$root"/tests/c/test_*.c "$root"/tests/c/test_*.cpp; do
     sources+=("$src")
 done
 
 for src in "${sources[@]}"; do
-    base="$(basename "$src" .c)"
+    base="$(basename "$src")"
+    base="${base%.*}"
     case "$src" in
     */examples/c/*) name="example_$base" ;;
     *) name="$base" ;;

@@ -35,6 +35,11 @@ pub enum Error {
     /// A configuration value (builder or environment variable) is invalid, or the
     /// configuration was changed after the runtime started.
     Config(String),
+    /// The call is not allowed where it was made (see "What stays the
+    /// user's job" in `docs/safety.md`): a launch or resume while the thread
+    /// unwinds a panic, or any call but `pause` and the queries from inside
+    /// a signal handler of the program's. Nothing was done.
+    NotHere(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -56,6 +61,7 @@ impl fmt::Display for Error {
             Error::Busy => write!(f, "linger: the continuation is already running"),
             Error::OutOfMemory => write!(f, "linger: out of memory"),
             Error::Config(msg) => write!(f, "linger: bad configuration: {msg}"),
+            Error::NotHere(why) => write!(f, "linger: not allowed {why}"),
         }
     }
 }
@@ -82,6 +88,7 @@ impl Error {
             Error::Busy => libc::EBUSY,
             Error::OutOfMemory => libc::ENOMEM,
             Error::Config(_) => libc::EINVAL,
+            Error::NotHere(_) => libc::EDEADLK,
         }
     }
 }

@@ -86,6 +86,18 @@ fn guarded<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     })
 }
 
+/// False, with `errno` `EDEADLK`, inside a signal handler of the program's
+/// (see `crate::refuse_in_signal_handler`).
+fn allowed_here() -> bool {
+    match crate::refuse_in_signal_handler() {
+        Ok(()) => true,
+        Err(e) => {
+            set_errno(e.errno());
+            false
+        }
+    }
+}
+
 fn timeout(us: u64) -> Duration {
     if us == u64::MAX {
         Duration::MAX
@@ -120,6 +132,11 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
         set_errno(libc::EINVAL);
         return NONE;
     };
+    // Before `guarded`: the end of its scope could stop an interrupted
+    // function inside the handler.
+    if !allowed_here() {
+        return NONE;
+    }
     guarded(NONE, || {
         let arg = SendPtr(arg);
         let f = move || {
@@ -151,7 +168,16 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
 /// result has `is_complete == false` and `continuation == NULL`, and `errno`
 /// is set: `EINVAL` (NULL `func`), `ENOMEM` (no memory for the stack or for
 /// the handle; a function that had started is then cancelled), `EAGAIN` (no timer),
-/// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set).
+/// `EFAULT` (stack overflow: the function was abandoned, `is_cancelled` set),
+/// `EDEADLK` (called from a signal handler, or from a Rust `Drop` run by a
+/// panic: not allowed there, nothing was done).
+///
+/// Async-signal-safety: `linger_launch`, `linger_launch_opts`,
+/// `linger_resume` and `linger_cancel` are not async-signal-safe and refuse
+/// calls from a signal handler the program installed (`EDEADLK`).
+/// `linger_yielded`, `linger_is_preemptible` and `linger_stats` are safe
+/// there. `linger_pause` and `linger_critical_begin`/`_end` belong to the
+/// function's own flow: don't call them from a handler.
 #[no_mangle]
 pub extern "C" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void) -> linger_t {
     launch_with(func, timeout_us, arg, Builder::new())
@@ -186,7 +212,8 @@ pub unsafe extern "C" fn linger_launch_opts(
 /// `is_complete`), or -1 with `errno`: `EINVAL` (NULL, failed launch, or not a
 /// live continuation), `ECANCELED` (cancelled), `EBUSY` (already running),
 /// `EXDEV` (launched on another thread, not migratable), `EFAULT` (stack
-/// overflow: now cancelled), `EAGAIN` (timer). Resuming a completed function
+/// overflow: now cancelled), `EAGAIN` (timer), `EDEADLK` (from a signal
+/// handler, or while unwinding; see `linger_launch`). Resuming a completed function
 /// returns 0 and does nothing.
 ///
 /// # Safety
@@ -203,6 +230,9 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
     }
     if l.is_cancelled {
         set_errno(libc::ECANCELED);
+        return -1;
+    }
+    if !allowed_here() {
         return -1;
     }
     guarded(-1, || {
@@ -236,8 +266,8 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
 /// of its stack stays mapped and is never reused (pointers to its locals that
 /// it handed out stay valid); the rest is released. Returns 0; on a completed or never-launched `linger_t`, 0 and
 /// nothing happens. Returns -1 with `errno` for NULL (`EINVAL`), an already
-/// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`), or
-/// one that is running (`EBUSY`).
+/// cancelled function (`EALREADY`), a stale or made-up handle (`EINVAL`),
+/// one that is running (`EBUSY`), or a call from a signal handler (`EDEADLK`).
 ///
 /// # Safety
 /// `l` must be NULL or point to a writable `linger_t`.
@@ -254,6 +284,9 @@ pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
     }
     if l.is_complete || l.continuation.is_null() {
         return 0;
+    }
+    if !allowed_here() {
+        return -1;
     }
     guarded(-1, || {
         let mut r = match handles::lease(l.continuation) {

@@ -34,6 +34,7 @@ mod config;
 mod error;
 mod fork;
 pub mod ffi;
+mod flow;
 mod handles;
 mod interpose;
 mod overflow;
@@ -267,6 +268,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
     {
+        refuse_in_signal_handler()?;
         let cfg = runtime::init()?;
         let size = match self.stack_size {
             Some(s) => config::checked_stack_size(s)?,
@@ -325,11 +327,23 @@ pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>,
         Linger::Completion(_) => Ok(l),
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(_) => {
+            refuse_in_signal_handler()?;
             runtime::init_thread()?;
             drive(l, timeout)?;
             Ok(l)
         }
     }
+}
+
+/// Launching, resuming and cancelling are not async-signal-safe: called
+/// from a signal handler of the program's, they could interrupt the runtime
+/// itself (or its first initialisation) on this thread.
+#[inline]
+pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
+    if interpose::signals::in_program_handler() {
+        return Err(Error::NotHere("inside a signal handler"));
+    }
+    Ok(())
 }
 
 /// Inlined, like `launch` and `resume`: every frame between the caller's

@@ -286,6 +286,11 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
     if !pause && now < f.deadline.get() {
         return None;
     }
+    if std::thread::panicking() {
+        // Unwinding (a `Drop` run by a panic): not here (see `unwinding`).
+        unwinding(ts);
+        return None;
+    }
     if check && stop_here(ts, f, true) != Here::Stop {
         return None;
     }
@@ -405,6 +410,19 @@ fn judge_here(f: &Frame) -> Verdict {
     }
 }
 
+/// The function is unwinding a panic: it must not stop before the unwind is
+/// over. Rust's panic count is per thread and private to `std`, so it
+/// cannot be swapped at the switch as `flow` swaps other per-thread state:
+/// a function stopped in a `Drop` during unwinding would make
+/// `std::thread::panicking()` true in its caller, whose mutexes then poison.
+/// The deadline is retried by the timer, as for a deferral.
+#[cold]
+#[inline(never)]
+fn unwinding(ts: &ThreadState) {
+    bump(&ts.stats.deferrals);
+    let _ = timer::arm(ts, now_ns() + min_delay(ts));
+}
+
 /// A return trap fired (see `return_trap`): the outermost deferred call of
 /// the running function has just returned to its own code. Takes the
 /// deadline that was deferred, if it is still due, as the end of a scope
@@ -482,8 +500,8 @@ fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
 pub(crate) fn pause(unwindable: bool) {
     let ts = ts();
     let frame = ts.current.get();
-    if frame.is_null() {
-        return;
+    if frame.is_null() || std::thread::panicking() {
+        return; // not while unwinding (see `unwinding`)
     }
     // SAFETY: `current` is this thread's innermost running function.
     let here = stop_here(ts, unsafe { &*frame }, false);
@@ -733,6 +751,13 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
 /// asking from a frame below `slot` with a no-preemption scope open; `slot`
 /// a live return-address slot of its call chain.
 unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
+    // Not while an exception or a panic is being unwound: unwinders tell
+    // frames apart by their CFA, and a trap set between the search phase
+    // and the unwind phase (or before an `_Unwind_Resume`) would change the
+    // CFA of the frames above it; libgcc then aborts.
+    if std::thread::panicking() || crate::flow::cxx_exception_in_flight(ts()) {
+        return false;
+    }
     let Some(table) = ranges::table() else { return false };
     if table.in_loader(code) {
         return false;
@@ -957,7 +982,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
-            let verdict = if stack_room(f) { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
+            let verdict = if stack_room(f) && !std::thread::panicking() { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
             if let Verdict::Stop { release } = verdict {
                 if release {
                     crate::return_trap::release(f);

@@ -179,6 +179,7 @@ pub(crate) fn ensure(cfg: &Config) {
     let t = Box::into_raw(Box::new(build(cfg)));
     // Old tables are leaked on purpose: a handler may still be reading one.
     TABLE.store(t, Ordering::Release);
+    crate::flow::look_up(); // a C++ runtime may have come with the new code
 }
 
 struct Object_ {

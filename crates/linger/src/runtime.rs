@@ -121,6 +121,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
         .get_or_init(|| {
             preempt::RETRY_NS.store(cfg.retry.as_nanos() as u64, Ordering::Relaxed);
             crate::clock::start();
+            crate::flow::look_up();
             crate::interpose::prepare();
             ranges::ensure(cfg);
             crate::return_trap::init();
@@ -141,6 +142,65 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
     Ok(())
+}
+
+/// Is the calling code on `f`'s stack?
+#[inline]
+fn on_own_stack(f: *const Frame) -> bool {
+    let sp = stack_pointer();
+    // SAFETY: `current` is a live frame while set.
+    let f = unsafe { &*f };
+    sp >= f.stack_lo && sp < f.stack_hi
+}
+
+/// A launch or resume while the thread's current function is not the code
+/// running: if the code runs on the stack of the function's caller (the
+/// enclosing function's, or the thread's own), the function (and maybe
+/// functions around it) was left by a `longjmp` to a `setjmp` of its
+/// caller, which skipped the runtime's way back; on any other stack it is
+/// a stack of the function's own (`makecontext`), and nothing is wrong. Each such function is taken off the thread as its return would
+/// have done: the caller gets its scope depth, pending flag, errno, C++
+/// exception state and locale back. The function itself is lost: it never
+/// runs again and its stack and handle leak (its handle is left running,
+/// so resuming or cancelling it fails with `EBUSY`/`Error::Busy`); nothing
+/// of it is touched again. Returns the thread's current function after the
+/// repair (the caller's own, or null).
+#[cold]
+#[inline(never)]
+fn left_by_longjmp(t: &ThreadState) -> *mut Frame {
+    loop {
+        let cur = t.current.get();
+        if cur.is_null() || on_own_stack(cur) {
+            return cur;
+        }
+        // SAFETY: `current` is a live frame while set (its stack is never
+        // freed while it is marked running).
+        let f = unsafe { &*cur };
+        let sp = stack_pointer();
+        let parent = f.parent.get();
+        let in_caller = if parent.is_null() {
+            // The caller is the thread itself: on its own stack, above the
+            // frames the caller had when it switched the function in.
+            crate::interpose::stack::thread_stack().is_some_and(|(lo, hi)| {
+                let c = f.caller_sp.get();
+                c >= lo && c < hi && sp >= lo && sp < hi
+            })
+        } else {
+            // SAFETY: the parent is live while it runs `f`.
+            let p = unsafe { &*parent };
+            sp >= p.stack_lo && sp < p.stack_hi
+        };
+        if !in_caller {
+            return cur; // a foreign stack: nothing to repair
+        }
+        crate::flow::leave(t, &f.flow, &f.caller_flow);
+        crate::return_trap::release(f);
+        t.current.set(parent);
+        // Still inside the scope of the launch or resume that found it.
+        t.defer.set(f.caller_defer.get() + 1);
+        t.pending.set(f.caller_pending.get());
+        t.armed.set(NEVER); // its deadline's signal, if any, is spurious now
+    }
 }
 
 /// Is the innermost running function of this thread migratable?
@@ -284,6 +344,7 @@ impl<T> Inner<T> {
                 parent: Cell::new(ptr::null_mut()),
                 fn_defer: Cell::new(0),
                 caller_defer: Cell::new(0),
+                caller_sp: Cell::new(0),
                 caller_pending: Cell::new(false),
                 blocking_sp: Cell::new(0),
                 in_handler: Cell::new(false),
@@ -309,6 +370,8 @@ impl<T> Inner<T> {
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
+                flow: crate::flow::Saved::new(),
+                caller_flow: crate::flow::Saved::new(),
             })
         };
         let f = Unstarted { f: ManuallyDrop::new(f), frame };
@@ -356,8 +419,16 @@ impl<T> Inner<T> {
         if timeout.is_zero() {
             return Ok(Some(Status::Suspended));
         }
+        if std::thread::panicking() {
+            // The function would share the caller's panic count and could
+            // never be stopped (see `preempt::unwinding`).
+            return Err(Error::NotHere("while the thread unwinds a panic"));
+        }
+        let mut parent = t.current.get();
+        if !parent.is_null() && !on_own_stack(parent) {
+            parent = left_by_longjmp(t);
+        }
         let mut deadline = deadline_after(t, timeout);
-        let parent = t.current.get();
         if !parent.is_null() {
             // SAFETY: `current` is a live frame.
             deadline = deadline.min(unsafe { (*parent).deadline.get() });
@@ -397,6 +468,7 @@ impl<T> Inner<T> {
         // Where the function stores its return value if it finishes now.
         f.result.set(result as *mut Option<T> as *mut ());
         f.caller_defer.set(t.defer.get() - 1);
+        f.caller_sp.set(stack_pointer());
         f.caller_pending.set(t.pending.get());
         f.parent.set(t.current.get());
         f.deadline.set(deadline);
@@ -424,6 +496,7 @@ impl<T> Inner<T> {
         }
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
+        crate::flow::enter(t, &f.flow, &f.caller_flow);
         let r = go(self.co.as_mut().expect("checked by caller"));
         // A switch out of the signal handler brings the kernel's default FP
         // control state; a function may also return with its own.
@@ -433,6 +506,7 @@ impl<T> Inner<T> {
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame.as_ref() };
+        crate::flow::leave(t, &f.flow, &f.caller_flow);
         f.running.set(false);
         let parent = f.parent.get();
         t.current.set(parent);

@@ -39,11 +39,14 @@ pub(crate) struct SignalCounts {
     pub theirs: Cell<u64>,
     /// Runs of the program's handlers installed without `SA_RESTART`.
     pub interrupting: Cell<u64>,
+    /// Stack pointer at the entry of the program's innermost running signal
+    /// handler, or 0 (see `interpose::signals::in_program_handler`).
+    pub handler_sp: Cell<usize>,
 }
 
 impl SignalCounts {
     pub(crate) const fn new() -> SignalCounts {
-        SignalCounts { ours: Cell::new(0), theirs: Cell::new(0), interrupting: Cell::new(0) }
+        SignalCounts { ours: Cell::new(0), theirs: Cell::new(0), interrupting: Cell::new(0), handler_sp: Cell::new(0) }
     }
 
     pub(crate) fn bump_theirs(&self, restart: bool) {
@@ -86,6 +89,10 @@ pub(crate) struct Frame {
     pub fn_defer: Cell<u32>,
     /// The caller's critical depth and pending flag while the function runs.
     pub caller_defer: Cell<u32>,
+    /// The caller's stack pointer when it switched the function in: a caller
+    /// found above it while the function is current left the function by
+    /// `longjmp` (see `runtime::left_by_longjmp`).
+    pub caller_sp: Cell<usize>,
     pub caller_pending: Cell<bool>,
     /// Set while an interposed blocking call runs: stack address of its frame.
     pub blocking_sp: Cell<usize>,
@@ -129,6 +136,10 @@ pub(crate) struct Frame {
     pub stopped_sp: Cell<usize>,
     /// Signal handler runs while this function ran.
     pub counts: SignalCounts,
+    /// Its C++ exception globals, errno and locale while it is stopped, and
+    /// its caller's while it runs (see `flow`).
+    pub flow: crate::flow::Saved,
+    pub caller_flow: crate::flow::Saved,
     /// The preemption handler running on this function's stack, if any: its
     /// signal context, and the scope depth and errno it found, so the SIGSEGV
     /// handler can abandon it (`preempt::handler_out_of_stack`).
@@ -174,6 +185,10 @@ pub(crate) struct ThreadState {
     /// This thread's unwind context (`unwind::Ctx`), or null.
     pub unwind_ctx: Cell<*mut ()>,
     pub stats: StatCells,
+    /// Addresses of this thread's C++ exception globals and errno, or 0
+    /// until first needed (see `flow`).
+    pub cxa_globals: Cell<usize>,
+    pub errno_at: Cell<usize>,
 }
 
 thread_local! {
@@ -193,6 +208,8 @@ thread_local! {
             unwind_ctx: Cell::new(ptr::null_mut()),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
+            cxa_globals: Cell::new(0),
+            errno_at: Cell::new(0),
         }
     };
 }

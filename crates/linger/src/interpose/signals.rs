@@ -213,12 +213,60 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
     if SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
         let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
-        f(sig, info, uc);
+        as_program_handler(|| f(sig, info, uc));
     } else {
         // SAFETY: the program installed this as a plain handler.
         let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
-        f(sig);
+        as_program_handler(|| f(sig));
     }
+}
+
+/// Runs a handler of the program's, marked as such for
+/// [`in_program_handler`]. The mark belongs to the flow of control it
+/// interrupted (the running function's, or the thread's outside functions),
+/// as the signal counts do.
+#[inline(always)]
+fn as_program_handler(run: impl FnOnce()) {
+    let c = crate::thread::signal_counts(ts());
+    let prev = c.handler_sp.replace(crate::switch::stack_pointer());
+    run();
+    // The counts of the same flow (`ts()` again: the function may have been
+    // stopped inside the handler and resumed on another thread).
+    crate::thread::signal_counts(ts()).handler_sp.set(prev);
+}
+
+/// Deepest a handler's call to the runtime may be below its entry: an
+/// alternate signal stack mapped just above this thread's stack must not
+/// make every later call look like one from a handler (after a handler left
+/// by `siglongjmp`, which skips the reset in `as_program_handler`).
+const MAX_HANDLER_DEPTH: usize = 1 << 20;
+
+/// Is the calling code running inside a signal handler of the program's
+/// (one installed through `sigaction`/`signal`), on this flow of control?
+/// The runtime's entry points are not async-signal-safe (they allocate, take
+/// locks, and may be interrupting themselves), so they refuse such calls.
+/// A mark left behind by a handler that `siglongjmp`ed out is cleared here:
+/// the caller's stack pointer is then above it.
+#[inline]
+pub(crate) fn in_program_handler() -> bool {
+    // The caller's side of an entry point, before any switch.
+    let c = crate::thread::signal_counts(crate::thread::ts_caller());
+    let h = c.handler_sp.get();
+    if h == 0 {
+        return false;
+    }
+    below_handler_mark(c, h)
+}
+
+#[cold]
+#[inline(never)]
+fn below_handler_mark(c: &crate::thread::SignalCounts, h: usize) -> bool {
+    let sp = crate::switch::stack_pointer();
+    if sp < h && h - sp < MAX_HANDLER_DEPTH {
+        return true;
+    }
+    c.handler_sp.set(0);
+    false
 }
 
 /// Runs the program's handler for `sig`.
@@ -241,11 +289,11 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
     if FLAGS[idx].load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
         let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
-        f(sig, info, uc);
+        as_program_handler(|| f(sig, info, uc));
     } else {
         // SAFETY: the program installed this as a plain handler.
         let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
-        f(sig);
+        as_program_handler(|| f(sig));
     }
 }
 

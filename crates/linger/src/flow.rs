@@ -1,0 +1,150 @@
+//! Per-thread library state that belongs to a flow of control rather than
+//! to a thread.
+//!
+//! A preemptible function runs on its caller's thread, so it shares the
+//! caller's thread-local storage. Most of that is right (a cache, a buffer,
+//! a thread id), but a few libraries keep state there that describes *what
+//! the code currently running is in the middle of*. A function stopped in
+//! the middle of something would then hand that state to its caller, and
+//! back. The runtime swaps these at every switch into and out of a function
+//! ([`enter`], [`leave`]), so each side sees its own:
+//!
+//! - the C++ runtime's exception globals (`__cxa_get_globals()`: the stack of
+//!   caught exceptions and the count of uncaught ones), when libstdc++ or
+//!   libc++abi is loaded;
+//! - `errno`;
+//! - the thread's locale set with `uselocale`.
+//!
+//! What cannot be swapped (Rust's panic count, tokio's runtime context) is
+//! described in `docs/safety.md`, "Thread-local state".
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::thread::ThreadState;
+
+/// `__cxa_get_globals`, or 0 when no C++ runtime is loaded.
+static CXA_GET_GLOBALS: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks the C++ runtime up (at init, and again after new code was loaded:
+/// a program may `dlopen` a C++ library later).
+pub(crate) fn look_up() {
+    if CXA_GET_GLOBALS.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    // SAFETY: dlsym with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_get_globals".as_ptr()) } as usize;
+    CXA_GET_GLOBALS.store(p, Ordering::Relaxed);
+}
+
+/// The words of `struct __cxa_eh_globals` swapped: `caughtExceptions` and
+/// `uncaughtExceptions` (padded to a word) in both libstdc++ and libc++abi
+/// on x86-64.
+const CXA_WORDS: usize = 2;
+
+/// One side's copy of the state.
+pub(crate) struct Saved {
+    cxa: [Cell<usize>; CXA_WORDS],
+    errno: Cell<i32>,
+    /// `locale_t`, or 0 for "whatever the thread has" (a function that has
+    /// not run yet starts with its caller's locale, as a call would).
+    locale: Cell<usize>,
+}
+
+impl Saved {
+    /// A function that has not run: no exception caught, errno 0.
+    pub(crate) const fn new() -> Saved {
+        Saved { cxa: [Cell::new(0), Cell::new(0)], errno: Cell::new(0), locale: Cell::new(0) }
+    }
+}
+
+/// This thread's C++ exception globals, or null without a C++ runtime. The
+/// address is read once per thread (a call through the loader otherwise).
+#[inline(always)]
+fn cxa_globals(t: &ThreadState) -> *mut usize {
+    let p = t.cxa_globals.get();
+    if p != 0 || CXA_GET_GLOBALS.load(Ordering::Relaxed) == 0 {
+        return p as *mut usize;
+    }
+    cxa_globals_slow(t)
+}
+
+#[cold]
+#[inline(never)]
+fn cxa_globals_slow(t: &ThreadState) -> *mut usize {
+    let f = CXA_GET_GLOBALS.load(Ordering::Relaxed);
+    // SAFETY: `__cxa_get_globals` takes nothing and returns this thread's
+    // globals (allocating them on first use), in both C++ runtimes.
+    let get = unsafe { std::mem::transmute::<usize, extern "C" fn() -> *mut usize>(f) };
+    let p = get();
+    t.cxa_globals.set(p as usize);
+    p
+}
+
+/// Is a C++ exception in flight on this thread (thrown and not yet caught:
+/// `uncaughtExceptions` is non-zero)? Reads only the globals address cached
+/// by an earlier switch, so it is async-signal-safe; without one, no C++
+/// runtime was loaded when the running function was entered.
+pub(crate) fn cxx_exception_in_flight(t: &ThreadState) -> bool {
+    let g = t.cxa_globals.get() as *const usize;
+    // SAFETY: a cached `__cxa_get_globals()` result: this thread's globals,
+    // whose second word holds `uncaughtExceptions` (an unsigned int).
+    !g.is_null() && unsafe { *(g.add(1) as *const u32) } != 0
+}
+
+/// This thread's errno (its address read once per thread).
+#[inline(always)]
+fn errno_at(t: &ThreadState) -> *mut i32 {
+    let p = t.errno_at.get();
+    if p != 0 {
+        return p as *mut i32;
+    }
+    // SAFETY: no preconditions; the address is valid for the thread's life.
+    let p = unsafe { libc::__errno_location() };
+    t.errno_at.set(p as usize);
+    p
+}
+
+/// Switching into a function on thread `t`: saves the caller's state into
+/// `caller` and installs the function's (`own`).
+#[inline(always)]
+pub(crate) fn enter(t: &ThreadState, own: &Saved, caller: &Saved) {
+    exchange(t, caller, own);
+}
+
+/// Back from the function (stopped or finished) on thread `t`: keeps its
+/// state in `own` and gives the caller's back.
+#[inline(always)]
+pub(crate) fn leave(t: &ThreadState, own: &Saved, caller: &Saved) {
+    exchange(t, own, caller);
+}
+
+/// Saves the thread's state into `out` and installs `into`'s.
+#[inline(always)]
+fn exchange(t: &ThreadState, out: &Saved, into: &Saved) {
+    let g = cxa_globals(t);
+    if !g.is_null() {
+        for i in 0..CXA_WORDS {
+            // SAFETY: `g` is this thread's `__cxa_eh_globals`, at least
+            // CXA_WORDS words long; only this thread touches it.
+            unsafe {
+                out.cxa[i].set(*g.add(i));
+                *g.add(i) = into.cxa[i].get();
+            }
+        }
+    }
+    let e = errno_at(t);
+    // SAFETY: this thread's errno.
+    unsafe {
+        out.errno.set(*e);
+        *e = into.errno.get();
+    }
+    // SAFETY: a null argument only queries the thread's locale.
+    let here = unsafe { libc::uselocale(std::ptr::null_mut()) } as usize;
+    out.locale.set(here);
+    let next = into.locale.get();
+    if next != 0 && next != here {
+        // SAFETY: a locale this side had installed itself.
+        unsafe { libc::uselocale(next as libc::locale_t) };
+    }
+}
