@@ -35,6 +35,8 @@ pub(crate) struct Table {
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 static STALE: AtomicBool = AtomicBool::new(false);
 static BUILD: Mutex<()> = Mutex::new(());
+/// Tables replaced by a rebuild (addresses; never freed).
+static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn contains(ranges: &[Range], a: usize) -> bool {
     let i = ranges.partition_point(|r| r.1 <= a);
@@ -60,6 +62,11 @@ impl Table {
             return true;
         }
         if !contains(&self.known, pc) {
+            // The return trap's stubs: runtime code that a rebuild would
+            // not learn about either (two instructions; never stopped in).
+            if crate::return_trap::is_stub(pc) {
+                return true;
+            }
             // Code loaded after the table was built (or JIT code): be careful.
             STALE.store(true, Ordering::Relaxed);
             return true;
@@ -177,8 +184,12 @@ pub(crate) fn ensure(cfg: &Config) {
     }
     STALE.store(false, Ordering::Relaxed);
     let t = Box::into_raw(Box::new(build(cfg)));
-    // Old tables are leaked on purpose: a handler may still be reading one.
-    TABLE.store(t, Ordering::Release);
+    // Old tables are never freed, since a handler may still be reading one;
+    // they are kept in a list, not lost (valgrind counts them reachable).
+    let old = TABLE.swap(t, Ordering::AcqRel);
+    if !old.is_null() {
+        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(old as usize);
+    }
     crate::flow::look_up(); // a C++ runtime may have come with the new code
 }
 

@@ -245,6 +245,12 @@ fn slot_of(a: usize) -> Option<usize> {
     Some((a - base) / SPAN)
 }
 
+/// Does `pc` lie in the stubs? Async-signal-safe.
+pub(crate) fn is_stub(pc: usize) -> bool {
+    let base = BASE.load(Ordering::Acquire);
+    base != 0 && pc >= base && pc < base + TRAPS * SPAN
+}
+
 /// The real return address behind trap address `a` (for the handler's walk),
 /// or None if `a` is not a live trap address. Async-signal-safe.
 pub(crate) fn original(a: usize) -> Option<usize> {
