@@ -26,6 +26,7 @@ pub const MIN_STACK_SIZE: usize = 64 * 1024;
 /// | `LINGER_RETRY_US` | first retry delay when a preemption must be deferred | 10 |
 /// | `LINGER_PREEMPTIBLE_LIBS` | comma-separated shared-object name parts whose code may be preempted | none |
 /// | `LINGER_DEFER_SYMBOLS` | comma-separated symbol-name parts in the executable that must not be preempted | none |
+/// | `LINGER_RETURN_TRAP` | `0`: take deferred deadlines by timer retries only, never by return traps | `1` |
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) signal: i32,
@@ -33,6 +34,7 @@ pub struct Config {
     pub(crate) retry: Duration,
     pub(crate) preemptible_libs: Vec<String>,
     pub(crate) defer_symbols: Vec<String>,
+    pub(crate) return_traps: bool,
 }
 
 static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
@@ -45,6 +47,7 @@ impl Default for Config {
             retry: Duration::from_micros(10),
             preemptible_libs: Vec::new(),
             defer_symbols: Vec::new(),
+            return_traps: true,
         }
     }
 }
@@ -116,7 +119,17 @@ impl Config {
         if let Ok(v) = std::env::var("LINGER_DEFER_SYMBOLS") {
             c.defer_symbols = list(&v);
         }
+        if let Ok(v) = std::env::var("LINGER_RETURN_TRAP") {
+            c.return_traps = v.trim() != "0";
+        }
         Ok(c)
+    }
+
+    /// Whether deferred deadlines may be taken by return traps (see
+    /// `docs/safety.md`); with `false`, only by timer retries.
+    pub fn return_traps(mut self, yes: bool) -> Self {
+        self.return_traps = yes;
+        self
     }
 
     /// Sets the preemption signal. It must be a real-time signal not reserved by glibc.

@@ -365,7 +365,7 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
     // A timer that fired during the walk only recorded its deadline (the
     // scope was open), and has expired: unless we stop now, arm it again.
     if d == 0 && here != Here::Stop && ts.pending.replace(false) {
-        let _ = timer::arm(ts, now_ns() + min_delay(ts));
+        retry_soon(ts);
     }
     here
 }
@@ -374,7 +374,7 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
 /// chain is walked from this function's own registers.
 #[inline(never)]
 fn judge_here(f: &Frame) -> Verdict {
-    use crate::unwind::{walk_here, Chain};
+    use crate::unwind::walk_here;
     let Some(table) = ranges::table() else { return NOT_NOW };
     let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
     // SAFETY: only reads registers. The program counter and stack pointer
@@ -402,11 +402,10 @@ fn judge_here(f: &Frame) -> Verdict {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
-    match walk_here(table, regs, f.stack_lo, f.stack_hi, entry) {
-        Chain::Clear { trapped } => Verdict::Stop { release: !trapped },
-        Chain::Deferred { patch, trapped } => Verdict::Defer { patch, trapped },
-        Chain::Unknown if scan_clear(table, sp, entry) => Verdict::Stop { release: false },
-        Chain::Unknown => NOT_NOW,
+    match Verdict::of(walk_here(table, regs, f.stack_lo, f.stack_hi, entry)) {
+        Some(v) => v,
+        None if scan_clear(table, sp, entry) => Verdict::Stop { release: false },
+        None => NOT_NOW,
     }
 }
 
@@ -420,7 +419,7 @@ fn judge_here(f: &Frame) -> Verdict {
 #[inline(never)]
 fn unwinding(ts: &ThreadState) {
     bump(&ts.stats.deferrals);
-    let _ = timer::arm(ts, now_ns() + min_delay(ts));
+    retry_soon(ts);
 }
 
 /// A return trap fired (see `return_trap`): the outermost deferred call of
@@ -446,7 +445,7 @@ pub(crate) fn at_return() {
         // (`landed`, before `release_held` gave the function its mask): a
         // stop here would take the held mask for the function's own. Let
         // the timer take it a moment later, as before traps.
-        let _ = timer::arm(ts, now_ns() + min_delay(ts));
+        retry_soon(ts);
     } else {
         bump(&ts.stats.return_traps);
         // Resumed, possibly on another thread.
@@ -693,9 +692,23 @@ enum Verdict {
     Defer { patch: Option<(usize, usize)>, trapped: bool },
 }
 
-/// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
+/// Not now, and no trap to set.
 const NOT_NOW: Verdict = Verdict::Defer { patch: None, trapped: false };
 
+impl Verdict {
+    /// The verdict a walk of the call chain gives, or None when it could
+    /// not tell (the caller falls back to scanning the stack).
+    fn of(chain: crate::unwind::Chain) -> Option<Verdict> {
+        use crate::unwind::Chain;
+        match chain {
+            Chain::Clear { trapped } => Some(Verdict::Stop { release: !trapped }),
+            Chain::Deferred { patch, trapped } => Some(Verdict::Defer { patch, trapped }),
+            Chain::Unknown => None,
+        }
+    }
+}
+
+/// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
 fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     use crate::unwind::{walk, Chain};
     let Some(table) = ranges::table() else { return NOT_NOW };
@@ -722,18 +735,16 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // The call chain from libc's system call wrapper up: every frame but
         // that first one must be clear (a scan would also read stale words
         // that the wrapper's own earlier calls left in its frame).
-        match walk(table, uc, lo, hi, entry, false) {
-            Chain::Clear { trapped } => return Verdict::Stop { release: !trapped },
-            Chain::Deferred { patch, trapped } => return Verdict::Defer { patch, trapped },
-            Chain::Unknown => b,
+        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+            Some(v) => return v,
+            None => b,
         }
     } else {
         // Walk the real call chain when the unwind tables allow it: a scan
         // of every stack word would also see stale return addresses.
-        match walk(table, uc, lo, hi, entry, false) {
-            Chain::Clear { trapped } => return Verdict::Stop { release: !trapped },
-            Chain::Deferred { patch, trapped } => return Verdict::Defer { patch, trapped },
-            Chain::Unknown => sp,
+        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+            Some(v) => return v,
+            None => sp,
         }
     };
     if scan_clear(table, from, entry) {
@@ -1045,6 +1056,12 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         }
         // The timer fired again while we were arming it: decide afresh.
     }
+}
+
+/// Arms the timer for the soonest worthwhile retry of a deadline that could
+/// not be taken now.
+fn retry_soon(ts: &ThreadState) {
+    let _ = timer::arm(ts, now_ns() + min_delay(ts));
 }
 
 /// The shortest delay worth arming: what arming itself costs on this machine

@@ -57,10 +57,10 @@ static XSAVE_MASK: AtomicU32 = AtomicU32::new(0);
 
 /// Sets the trap up (once per process, outside any handler). Leaves it off
 /// when anything is missing: deferred stops then wait for a timer retry.
-pub(crate) fn init() {
+pub(crate) fn init(cfg: &crate::config::Config) {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
-        if std::env::var_os("LINGER_RETURN_TRAP").is_some_and(|v| v == "0") {
+        if !cfg.return_traps {
             return;
         }
         let Some(mask) = xsave_mask() else { return };

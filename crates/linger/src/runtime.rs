@@ -124,7 +124,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             crate::flow::look_up();
             crate::interpose::prepare();
             ranges::ensure(cfg);
-            crate::return_trap::init();
+            crate::return_trap::init(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
             timer::install_fork_handler(cfg.signal);
