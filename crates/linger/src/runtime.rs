@@ -597,7 +597,7 @@ impl<T> Inner<T> {
             return true;
         }
         let f = self.frame();
-        !f.running.get() && f.unwindable.get() && (f.migratable || f.home.get() == thread_key())
+        !f.running.get() && unwinds_here(f)
     }
 
     /// Cancels an unfinished function. Unwinds its stack (running destructors)
@@ -628,7 +628,7 @@ impl<T> Inner<T> {
             raised = f.drop_panic.take();
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
-        } else if !f.unwindable.get() || (!f.migratable && f.home.get() != thread_key()) {
+        } else if !unwinds_here(f) {
             // SAFETY: stopped at an arbitrary instruction (or on a foreign
             // thread): unwinding is not defined there. Abandoning the stack
             // leaks the function's own heap objects but no runtime resource,
@@ -680,6 +680,13 @@ impl<T> Inner<T> {
         }
         Ok(kind)
     }
+}
+
+/// Did the stopped function `f` stop where unwinding is defined, and may it
+/// be unwound from this thread (its destructors could touch another
+/// thread's TLS otherwise)?
+fn unwinds_here(f: &Frame) -> bool {
+    f.unwindable.get() && (f.migratable || f.home.get() == thread_key())
 }
 
 impl<T> Drop for Inner<T> {
