@@ -20,6 +20,13 @@
 # and, unless the case says otherwise, stderr (the stats line removed). Cases
 # marked pre=N must also report at least N preemptions (the last stats line)
 # in the slice and preload modes: proof that main really was interrupted.
+# Cases marked waits (a program blocked in one call, tests/run/waits.c) also
+# run in a fifth mode,
+#   waits    target/release/linger-run --stats --slice 20us -- PROGRAM, with
+#            WAIT_MS=1000 (each call blocks for 1 s)
+# where the call must use less than 10 ms of CPU time (WAIT_CPU_LIMIT_US,
+# checked by the program, also set in every mode but slice) and the stats
+# show no deferral storm (fewer than 200 deferrals: a storm is thousands).
 #
 # Environment:
 #   LINGER_TEST_ITERS=N    cap every loop in the programs at N (quick runs)
@@ -170,10 +177,13 @@ launch() {
 
 status_of() { cat "$1.status"; }
 
-# the stats line: last one wins (forked children may print their own first)
-preemptions_of() {
-    { grep -E '^linger-run: stats: ' "$1.err" || true; } | tail -n 1 | sed -nE 's/.*preemptions=([0-9]+).*/\1/p'
+# stat_of FIELD LOGBASE: a counter of the stats line (the last one wins:
+# forked children may print their own first)
+stat_of() {
+    { grep -E '^linger-run: stats: ' "$2.err" || true; } | tail -n 1 | sed -nE "s/.* $1=([0-9]+).*/\\1/p"
 }
+preemptions_of() { stat_of preemptions "$1"; }
+deferrals_of() { stat_of deferrals "$1"; }
 
 # ---------------------------------------------------------------- cases ----
 # case NAME EXPECT OPTIONS PROGRAM [ARGS...]
@@ -182,7 +192,8 @@ preemptions_of() {
 #            nostderr (stderr not compared), children (linger modes use
 #            --children / LINGER_RUN_CHILDREN=1; the program is told so
 #            through EXPECT_LINGER_CHILDREN=1), marker (an unrelated library
-#            is preloaded in every mode; EXPECT_PRELOAD_MARKER names it), "-"
+#            is preloaded in every mode; EXPECT_PRELOAD_MARKER names it),
+#            waits (the waits mode too, see the header), "-"
 run_case() {
     local name="$1" expect="$2" opts="$3" prog="$4"
     shift 4
@@ -192,7 +203,7 @@ run_case() {
         fail "$name" "not built"
         return 0
     fi
-    local pre=0 cmp_err=1 children="" marker=""
+    local pre=0 cmp_err=1 children="" marker="" waits=""
     local o
     IFS=',' read -ra o <<<"$opts"
     for x in "${o[@]}"; do
@@ -201,6 +212,7 @@ run_case() {
         nostderr) cmp_err="" ;;
         children) children=1 ;;
         marker) marker=1 ;;
+        waits) waits=1 ;;
         -) ;;
         *) echo "bad option $x in case $name" >&2; exit 2 ;;
         esac
@@ -208,13 +220,23 @@ run_case() {
     # reduced runs (LINGER_TEST_ITERS) only require that preemption happened
     if [ -n "${LINGER_TEST_ITERS:-}" ] && [ "$pre" -gt 1 ]; then pre=1; fi
     local ref="$logs/$name.plain"
-    local mode
-    for mode in "${modes[@]}"; do
+    local mode case_modes=("${modes[@]}")
+    if [ -n "$waits" ] && [ -z "${LINGER_RUN_MODES:-}" ]; then
+        case_modes+=(waits)
+    fi
+    for mode in "${case_modes[@]}"; do
         local base="$logs/$name.$mode" envs=() cmd=()
         if [ -n "$marker" ]; then
             envs+=("EXPECT_PRELOAD_MARKER=libmarker.so")
         fi
+        if [ -n "$waits" ] && [ "$mode" != slice ]; then
+            envs+=("WAIT_CPU_LIMIT_US=10000")
+        fi
         case "$mode" in
+        waits)
+            envs+=("WAIT_MS=1000")
+            cmd=("$lr" --stats --slice 20us -- "$out/$prog" "${args[@]}")
+            ;;
         plain)
             [ -n "$marker" ] && envs+=("LD_PRELOAD=$out/libmarker.so")
             cmd=("$out/$prog" "${args[@]}")
@@ -268,6 +290,14 @@ run_case() {
             elif [ "$n" -lt "$pre" ]; then
                 why="only $n preemptions (at least $pre expected)"
             fi
+        elif [ "$mode" = waits ]; then
+            local d
+            d="$(deferrals_of "$base")"
+            if [ -z "$d" ]; then
+                why="no stats line on stderr"
+            elif [ "$d" -ge 200 ]; then
+                why="a deferral storm: $d deferrals while it waited"
+            fi
         fi
         if [ -n "$why" ]; then
             fail "$name $mode" "$why; $took" "$base.diff" "$base.err" "$base.out"
@@ -277,6 +307,8 @@ run_case() {
                 local n
                 n="$(preemptions_of "$base")"
                 [ -n "$n" ] && note=", preemptions=$n"
+            elif [ "$mode" = waits ]; then
+                note=", deferrals=$(deferrals_of "$base")"
             fi
             pass "$name $mode ($took$note)"
         fi
@@ -372,6 +404,11 @@ for p in sysv mq sem pthread locks; do
     run_case "ipc.$p" "exit 0" - ipc "$p"
 done
 run_case futex "exit 0" - futex
+for p in wait waitpid wait3 wait4 waitid sigsuspend pause sigwait sigwaitinfo sigtimedwait \
+    flock fcntl ofd lockf msgrcv msgsnd semop semtimedop mq_receive mq_send \
+    pthread_join mutex cond rwlock barrier sem_wait futex read fgets fifo system; do
+    run_case "waits.$p" "exit 0" waits waits "$p"
+done
 for p in accept connect recv send bulk; do
     run_case "sockets.$p" "exit 0" - sockets "$p"
 done

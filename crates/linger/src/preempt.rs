@@ -61,6 +61,9 @@ use crate::Error;
 pub(crate) static RETRY_NS: AtomicU64 = AtomicU64::new(10_000);
 const MAX_RETRY_NS: u64 = 250_000;
 const RETRIES_BEFORE_BACKOFF: u32 = 32;
+/// Doublings of the backstop while a deferred call waits in the kernel
+/// (250 us << 7 = 32 ms).
+const WAIT_BACKOFF_STEPS: u32 = 7;
 /// Stack the handler needs below its decision to stop a function: the call
 /// chain walk and the switch (measured at 8-11 KiB, kernel signal frame
 /// included, on an AVX-512 machine). With less room left, a deadline is
@@ -136,6 +139,7 @@ pub(crate) fn unblock_on_this_thread(signo: i32) {
 
 fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
     bump(&ts.stats.preemptions);
+    frame.overdue.set(false);
     let over = now.saturating_sub(frame.deadline.get());
     if over > ts.stats.worst_overrun_ns.get() {
         ts.stats.worst_overrun_ns.set(over);
@@ -435,6 +439,11 @@ pub(crate) fn at_return() {
     // SAFETY: `current` is the live function whose call just returned.
     let f = unsafe { &*frame };
     crate::return_trap::release(f);
+    if f.overdue.replace(false) {
+        // The deadline found the call waiting in the kernel: the slice
+        // ended when the wait did, not at the deadline.
+        f.deadline.set(now_ns());
+    }
     if !f.pause_due.get() && now_ns() < f.deadline.get() {
         return; // stopped meanwhile (a `pause()` in a callback) and resumed
     }
@@ -808,6 +817,27 @@ fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
     ranges::table().is_some_and(|t| t.is_known(pc)) && ranges::at_syscall(pc)
 }
 
+/// Is the interrupted thread waiting in the kernel? The signal found it at
+/// a `syscall` instruction of known code: rewound there so that the kernel
+/// restarts the interrupted call (as after any `SA_RESTART` handler; also
+/// `restart_syscall` for timed waits), or just past one that failed with
+/// `EINTR` (the waits the kernel never restarts). Either way a system call
+/// was in progress when the deadline came, and system calls that take long
+/// are waits: this is what makes every blocking call a wait, whether linger
+/// wraps it or it runs inside libc (`pthread_join`, `flock`, `sem_wait`,
+/// `mq_send`, `sigwait`, `system`, stdio reads). A deadline that merely
+/// lands next to a quick call sees it as a wait too, which costs nothing:
+/// the return trap stops the function when the call returns.
+fn waiting_in_kernel(uc: &libc::ucontext_t) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    let pc = g[libc::REG_RIP as usize] as usize;
+    if !ranges::table().is_some_and(|t| t.is_known(pc)) {
+        return false;
+    }
+    ranges::at_syscall_instruction(pc)
+        || (g[libc::REG_RAX as usize] == -(libc::EINTR as i64) && ranges::at_syscall(pc))
+}
+
 /// An interposed blocking call returns to the program: if its function's
 /// deadline passed while it blocked and was left for now, stop it shortly
 /// (one minimum delay from now, at the handler's next decision).
@@ -1011,7 +1041,16 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 landed(ts);
                 return;
             }
-            bump(&ts.stats.deferrals);
+            // A wait inside deferred code (`pthread_join`, `flock`, a
+            // `system` waiting for its child, a `fgets` on a pipe): left
+            // alone as the wrapped waits above are, see `waiting_in_kernel`.
+            // SAFETY: valid ucontext (caller's contract).
+            let waiting = !f.preempt_blocked && waiting_in_kernel(unsafe { &*ucp });
+            if waiting && !f.overdue.replace(true) {
+                bump(&ts.stats.blocked_deadlines);
+            } else {
+                bump(&ts.stats.deferrals);
+            }
             // The deferred call's return will stop the function (see
             // `return_trap`); the timer only backs that up.
             // SAFETY: the slot was found on `f`'s live call chain just now,
@@ -1030,7 +1069,16 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             // function is inside a wrapped blocking call: the trap fires when
             // the call returns, but a retry stops it at its system call.
             let backstop = trapped && f.blocking_sp.get() == 0;
-            let delay = if backstop { MAX_RETRY_NS } else { (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS) };
+            let delay = if waiting {
+                // Checks that back off to one every 32 ms: they cost nothing
+                // to speak of while the call waits, and bound the overrun
+                // should its trap never fire (a `longjmp` out of the call).
+                MAX_RETRY_NS << n.min(WAIT_BACKOFF_STEPS)
+            } else if backstop {
+                MAX_RETRY_NS
+            } else {
+                (RETRY_NS.load(Ordering::Relaxed) << shift).min(MAX_RETRY_NS)
+            };
             // Never retry sooner than twice what this decision cost: walking
             // a call chain thousands of frames deep takes milliseconds, and
             // retrying every 10 us would leave the function no time to run.
