@@ -148,6 +148,7 @@ compile() {
 compile "$out/launch" "$CC" -Wall -Wextra -Werror -O2 "$src/support/launch.c" || exit 2
 compile "$out/libplugin.so" "$CC" -Wall -Wextra -Werror -O2 -shared -fPIC "$src/support/plugin.c" || true
 compile "$out/libmarker.so" "$CC" -Wall -Wextra -Werror -O2 -shared -fPIC "$src/support/marker.c" || true
+compile "$out/env_probe" "$CC" -Wall -Wextra -Werror -O2 "$src/support/env_probe.c" || true
 for f in "$src"/*.c; do
     compile "$out/$(basename "$f" .c)" "$CC" "${CFLAGS[@]}" "$f" -ldl -lm -lrt || true
 done
@@ -391,9 +392,69 @@ run_cli() {
     cli "death by SIGKILL" "signal 9" - "$lr" -- /bin/sh -c 'kill -KILL $$'
     cli "arguments pass through" "exit 0" "out:a  b|--slice|-x|" "$lr" --slice 1ms -- /bin/sh -c 'printf "%s|" "$@"' sh "a  b" --slice -x
     cli "stderr passes through" "exit 0" "names:to stderr" "$lr" -- /bin/sh -c 'echo to stderr >&2'
+    cli "argv0" "exit 0" "out:my-name|" "$lr" --argv0 my-name -- /bin/sh -c 'printf "%s|" "$0"'
+    cli "argv0 with slice" "exit 0" "out:other name|" "$lr" --slice 20us --argv0 "other name" -- /bin/sh -c 'printf "%s|" "$0"'
+    cli "argv0 default" "exit 0" "out:/bin/sh|" "$lr" -- /bin/sh -c 'printf "%s|" "$0"'
+    cli "missing argv0" "exit 2" usage "$lr" --argv0
 }
 if wanted "cli"; then
     run_cli
+fi
+
+# ------------------------------------------------------------ children ----
+# kids NAME CMD...: a program that prints its own environment and starts
+# children, each of which runs support/env_probe (it says whether it runs
+# under linger-run). Without --children, linger-run's run must print exactly
+# what the plain run prints (the program's environment, and children that
+# are not sliced and see no LINGER_RUN_* variable); with --children, every
+# child must be sliced. Programs that are not installed are skipped.
+kids() {
+    local name="children.$1"
+    shift
+    wanted "$name" || return 0
+    if ! command -v "$1" >/dev/null; then
+        echo "skip $name ($1 is not installed)"
+        return 0
+    fi
+    local base="$logs/$name" why=""
+    launch "$base.plain" PROBE="$out/env_probe" -- "$@"
+    launch "$base.slice" PROBE="$out/env_probe" -- "$lr" --slice 100us -- "$@"
+    launch "$base.children" PROBE="$out/env_probe" -- "$lr" --children --slice 100us -- "$@"
+    local m
+    for m in plain slice children; do
+        [ "$(status_of "$base.$m")" = "exit 0" ] || why="$m: $(status_of "$base.$m")"
+    done
+    if [ -z "$why" ] && ! grep -q ': sliced=0 vars=0$' "$base.plain.out"; then
+        why="the plain run started no probe"
+    elif [ -z "$why" ] && ! cmp -s "$base.plain.out" "$base.slice.out"; then
+        why="without --children, the output differs from the plain run's"
+        diff "$base.plain.out" "$base.slice.out" >"$base.diff" || true
+    elif [ -z "$why" ] && grep -q ': sliced=0' "$base.children.out"; then
+        why="with --children, a child ran normally"
+    fi
+    if [ -n "$why" ]; then
+        fail "$name" "$why" "$base.diff" "$base.slice.err" "$base.slice.out" "$base.children.out"
+    else
+        pass "$name ($(grep -c ': sliced=1' "$base.children.out") children sliced with --children)"
+    fi
+    rm -f "$base.diff"
+}
+run_kids() {
+    # shellcheck disable=SC2016 # expanded by the program, not here
+    kids bash bash -c 'export -p; "$PROBE" bash; ("$PROBE" subshell); "$PROBE" pipe | cat; eval "\"\$PROBE\" eval"'
+    # shellcheck disable=SC2016
+    kids dash dash -c 'export -p; "$PROBE" dash; "$PROBE" pipe | cat'
+    kids python /usr/bin/python3 -c 'import os, subprocess, sys
+for k, v in sorted(os.environ.items()): print("env", k, v)
+sys.stdout.flush()
+subprocess.run([os.environ["PROBE"], "subprocess"], check=True)
+os.system(os.environ["PROBE"] + " os.system")'
+    # shellcheck disable=SC2016
+    kids perl perl -e '$| = 1; print "env $_=$ENV{$_}\n" for sort keys %ENV; system($ENV{PROBE}, "system") == 0 or die; system("$ENV{PROBE} system-shell") == 0 or die'
+    kids own_env "$out/own_env" "$out/env_probe"
+}
+if wanted "children"; then
+    run_kids
 fi
 
 # ------------------------------------------------------------- the cases ----

@@ -1,4 +1,4 @@
-//! `linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--] PROGRAM [ARGS...]`
+//! `linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--argv0 NAME] [--] PROGRAM [ARGS...]`
 //!
 //! Runs PROGRAM with its `main()` inside a preemptible function: sets
 //! `LD_PRELOAD` to `liblinger_run.so` (found next to this binary, or at
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use libc::{c_char, c_int};
 
 const USAGE: &str =
-    "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--] PROGRAM [ARGS...]";
+    "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--argv0 NAME] [--] PROGRAM [ARGS...]";
 
 const HELP: &str = "\
 Runs PROGRAM with its main() inside a linger preemptible function.
@@ -41,6 +41,8 @@ Options:
                     a system call (read, poll, sleep...); by default a wait is
                     left alone until it returns, so that a sleeping program
                     costs no CPU time
+  --argv0 NAME      run PROGRAM with NAME as its argv[0] (as `exec -a NAME`
+                    does; by default argv[0] is PROGRAM as given)
   -h, --help        show this help
 
 Without the command: LD_PRELOAD=.../liblinger_run.so LINGER_RUN_SLICE=20us \\
@@ -61,6 +63,8 @@ struct Args {
     stats: Option<OsString>,
     children: bool,
     preempt_blocked: bool,
+    /// The program's argv[0], if not PROGRAM.
+    argv0: Option<CString>,
     /// Index of PROGRAM in argv.
     program: usize,
 }
@@ -72,7 +76,7 @@ enum Parsed {
 }
 
 fn parse(argv: &[&[u8]]) -> Parsed {
-    let mut a = Args { slice: None, stats: None, children: false, preempt_blocked: false, program: 0 };
+    let mut a = Args { slice: None, stats: None, children: false, preempt_blocked: false, argv0: None, program: 0 };
     let mut i = 1;
     while i < argv.len() {
         let arg = argv[i];
@@ -85,6 +89,11 @@ fn parse(argv: &[&[u8]]) -> Parsed {
         } else if arg == b"--slice" {
             let Some(v) = argv.get(i + 1) else { return Parsed::Error("--slice needs a duration".into()) };
             a.slice = Some(String::from_utf8_lossy(v).into_owned());
+            i += 2;
+            continue;
+        } else if arg == b"--argv0" {
+            let Some(v) = argv.get(i + 1) else { return Parsed::Error("--argv0 needs a name".into()) };
+            a.argv0 = Some(CString::new(*v).expect("argv entries have no NUL"));
             i += 2;
             continue;
         } else if let Some(v) = s.strip_prefix("--slice=") {
@@ -211,9 +220,16 @@ fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
         }
     }
     let file = CString::new(OsString::from(program).into_vec()).expect("argv entries have no NUL");
-    // SAFETY: `raw_argv` is main's NULL-terminated argv, and `program` indexes
-    // into it; execvp only returns on failure.
-    unsafe { libc::execvp(file.as_ptr(), raw_argv.add(a.program)) };
+    // The program's argv: ours from PROGRAM on, with NAME in its place.
+    // SAFETY: `raw_argv` is main's NULL-terminated argv of argv.len()
+    // entries, and `program` indexes into it.
+    let mut args: Vec<*const c_char> = (a.program..=argv.len()).map(|i| unsafe { *raw_argv.add(i) }).collect();
+    if let Some(name) = &a.argv0 {
+        args[0] = name.as_ptr();
+    }
+    // SAFETY: NUL-terminated file name and a NULL-terminated argv whose
+    // strings outlive the call; execvp only returns on failure.
+    unsafe { libc::execvp(file.as_ptr(), args.as_ptr()) };
     let e = std::io::Error::last_os_error();
     eprintln!("linger-run: cannot run {}: {e}", program.to_string_lossy());
     2

@@ -35,8 +35,10 @@ pub(crate) struct Options {
     pub stack_size: usize,
 }
 
+/// Read with glibc's meaning, not through a `getenv` the program may define
+/// (see `linger::glibc`).
 fn var(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    linger::glibc::var(name)
 }
 
 /// The stack `main` would have had: the soft `RLIMIT_STACK` (8 MiB by
@@ -69,7 +71,7 @@ impl Options {
         let stats = match var(STATS_VAR).as_deref().map(str::trim) {
             None | Some("") | Some("0") => None,
             Some("1") | Some("stderr") => Some(StatsTo::Stderr),
-            Some(_) => Some(StatsTo::File(std::env::var_os(STATS_VAR).unwrap_or_default())),
+            Some(_) => Some(StatsTo::File(linger::glibc::var_os(STATS_VAR).unwrap_or_default())),
         };
         let yes = |name| matches!(var(name).as_deref().map(str::trim), Some("1") | Some("yes") | Some("true"));
         let children = yes(CHILDREN_VAR);
@@ -104,17 +106,17 @@ pub(crate) fn preload_without_us(v: &str) -> Option<String> {
 }
 
 /// Removes our variables from the environment, before `main` runs and before
-/// any thread of the program exists (so `setenv` is safe here).
+/// any thread of the program exists (so editing it is safe here), with
+/// glibc's `setenv`/`unsetenv`: a program's own (bash's) may not work
+/// before its `main`, and glibc's edit the array in place, which `main`
+/// gets as `envp`.
 pub(crate) fn scrub_environment() {
-    if let Some(v) = std::env::var_os("LD_PRELOAD") {
-        match preload_without_us(&v.to_string_lossy()) {
-            // SAFETY (of set_var/remove_var): single-threaded, before main.
-            Some(rest) => std::env::set_var("LD_PRELOAD", rest),
-            None => std::env::remove_var("LD_PRELOAD"),
-        }
+    if let Some(v) = var("LD_PRELOAD") {
+        let rest = preload_without_us(&v);
+        linger::glibc::set_var("LD_PRELOAD", rest.as_deref().map(std::ffi::OsStr::new));
     }
     for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR] {
-        std::env::remove_var(v);
+        linger::glibc::set_var(v, None);
     }
 }
 

@@ -238,12 +238,8 @@ fn failed(name: &str, e: linger::Error, stack: usize) -> c_int {
             "{name}: main() overflowed its {} KiB stack (set by ulimit -s or LINGER_RUN_STACK)",
             stack / 1024
         ));
-        // SAFETY: restoring the default action and raising it terminates the
-        // process the way the overflow would have.
-        unsafe {
-            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
-            libc::raise(libc::SIGSEGV);
-        }
+        // Terminates the process the way the overflow would have.
+        linger::glibc::die_by(libc::SIGSEGV, true);
     }
     say(&format!("{name}: {e}"));
     OWN_FAILURE

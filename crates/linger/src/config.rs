@@ -101,25 +101,25 @@ impl Config {
     /// Defaults overridden by the `LINGER_*` environment variables.
     pub fn from_env() -> Result<Config, Error> {
         let mut c = Config::default();
-        if let Ok(v) = std::env::var("LINGER_SIGNAL") {
+        if let Some(v) = crate::glibc::var("LINGER_SIGNAL") {
             let n = v.trim().parse::<i32>().map_err(|_| Error::Config(format!("LINGER_SIGNAL={v:?} is not a number")))?;
             c = c.signal(n)?;
         }
-        if let Ok(v) = std::env::var("LINGER_STACK_SIZE") {
+        if let Some(v) = crate::glibc::var("LINGER_STACK_SIZE") {
             let n = parse_size(&v).ok_or_else(|| Error::Config(format!("LINGER_STACK_SIZE={v:?} is not a size")))?;
             c = c.stack_size(n)?;
         }
-        if let Ok(v) = std::env::var("LINGER_RETRY_US") {
+        if let Some(v) = crate::glibc::var("LINGER_RETRY_US") {
             let n = v.trim().parse::<u64>().map_err(|_| Error::Config(format!("LINGER_RETRY_US={v:?} is not a number")))?;
             c.retry = Duration::from_micros(n.clamp(1, 100_000));
         }
-        if let Ok(v) = std::env::var("LINGER_PREEMPTIBLE_LIBS") {
+        if let Some(v) = crate::glibc::var("LINGER_PREEMPTIBLE_LIBS") {
             c.preemptible_libs = list(&v);
         }
-        if let Ok(v) = std::env::var("LINGER_DEFER_SYMBOLS") {
+        if let Some(v) = crate::glibc::var("LINGER_DEFER_SYMBOLS") {
             c.defer_symbols = list(&v);
         }
-        if let Ok(v) = std::env::var("LINGER_RETURN_TRAP") {
+        if let Some(v) = crate::glibc::var("LINGER_RETURN_TRAP") {
             c.return_traps = v.trim() != "0";
         }
         Ok(c)
@@ -216,14 +216,7 @@ pub(crate) fn signal_if_known() -> i32 {
 
 /// `LINGER_SIGNAL` as a plain decimal number, parsed without allocating.
 fn env_signal() -> Option<i32> {
-    // SAFETY: a NUL-terminated name; the result is NULL or a C string in
-    // the environment, read at once.
-    let p = unsafe { libc::getenv(c"LINGER_SIGNAL".as_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: non-null getenv result, a NUL-terminated string.
-    let v = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes().trim_ascii();
+    let v = crate::glibc::env_bytes(b"LINGER_SIGNAL")?.trim_ascii();
     if v.is_empty() || v.len() > 3 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }

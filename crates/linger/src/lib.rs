@@ -34,6 +34,8 @@ mod config;
 mod error;
 mod fork;
 pub mod ffi;
+#[doc(hidden)]
+pub mod glibc;
 mod flow;
 mod handles;
 mod interpose;

@@ -194,13 +194,7 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
         // instruction, which then terminates the process as usual. A signal
         // that was sent rather than caused is sent again (it stays pending
         // until this handler returns).
-        // SAFETY: installing SIG_DFL and raising are always valid.
-        unsafe {
-            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
-            if sent {
-                libc::raise(libc::SIGSEGV);
-            }
-        }
+        crate::glibc::die_by(libc::SIGSEGV, sent);
         return;
     }
     // SAFETY: `old` was installed by someone as a handler of this signal, with

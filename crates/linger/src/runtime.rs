@@ -123,6 +123,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             crate::clock::start();
             crate::flow::look_up();
             crate::interpose::prepare();
+            crate::glibc::prepare();
             ranges::ensure(cfg);
             crate::return_trap::init(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
