@@ -407,7 +407,8 @@ fi
 # under linger-run). Without --children, linger-run's run must print exactly
 # what the plain run prints (the program's environment, and children that
 # are not sliced and see no LINGER_RUN_* variable); with --children, every
-# child must be sliced. Programs that are not installed are skipped.
+# child must be sliced, and the program's environment differ only by
+# linger-run's variables. Programs that are not installed are skipped.
 kids() {
     local name="children.$1"
     shift
@@ -431,6 +432,17 @@ kids() {
         diff "$base.plain.out" "$base.slice.out" >"$base.diff" || true
     elif [ -z "$why" ] && grep -q ': sliced=0' "$base.children.out"; then
         why="with --children, a child ran normally"
+    elif [ -z "$why" ]; then
+        # With --children, linger-run's variables stay in the program's
+        # environment (its children inherit them); nothing else may differ.
+        local f
+        for f in plain children; do
+            grep -vE 'LD_PRELOAD|LINGER_RUN_|: sliced=' "$base.$f.out" >"$base.$f.env" || true
+        done
+        if ! cmp -s "$base.plain.env" "$base.children.env"; then
+            why="with --children, the environment differs from the plain run's in more than linger-run's variables"
+            diff "$base.plain.env" "$base.children.env" >"$base.diff" || true
+        fi
     fi
     if [ -n "$why" ]; then
         fail "$name" "$why" "$base.diff" "$base.slice.err" "$base.slice.out" "$base.children.out"
