@@ -111,12 +111,14 @@ pub(crate) fn preload_without_us(v: &str) -> Option<String> {
 /// before its `main`, and glibc's edit the array in place, which `main`
 /// gets as `envp`.
 pub(crate) fn scrub_environment() {
+    // SAFETY (of set_var): single-threaded, before main.
     if let Some(v) = var("LD_PRELOAD") {
         let rest = preload_without_us(&v);
-        linger::glibc::set_var("LD_PRELOAD", rest.as_deref().map(std::ffi::OsStr::new));
+        unsafe { linger::glibc::set_var("LD_PRELOAD", rest.as_deref().map(std::ffi::OsStr::new)) };
     }
     for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR] {
-        linger::glibc::set_var(v, None);
+        // SAFETY: as above.
+        unsafe { linger::glibc::set_var(v, None) };
     }
 }
 

@@ -113,9 +113,12 @@ pub fn var(name: &str) -> Option<String> {
 
 /// glibc's `setenv(name, value, 1)`, or `unsetenv(name)` for `None`: edits
 /// the environment array in place for a variable that exists, so `main`'s
-/// `envp` (the same array) sees the change too. For single-threaded use
-/// before `main` (or with no other thread touching the environment).
-pub fn set_var(name: &str, value: Option<&OsStr>) -> bool {
+/// `envp` (the same array) sees the change too. False if it failed.
+///
+/// # Safety
+/// No other thread may read or write the environment meanwhile (as for
+/// `std::env::set_var`): linger-run calls it before `main`, with one thread.
+pub unsafe fn set_var(name: &str, value: Option<&OsStr>) -> bool {
     let Ok(name) = std::ffi::CString::new(name) else { return false };
     match value {
         Some(v) => {
