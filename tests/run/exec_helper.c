@@ -6,7 +6,10 @@
  *   - unless EXPECT_LINGER_CHILDREN=1: liblinger_run is neither in LD_PRELOAD
  *     nor mapped, and the kernel's view (/proc/self/status) agrees: nothing
  *     blocked, pending, ignored or caught;
- *   - with EXPECT_LINGER_CHILDREN=1 (linger-run --children): it is in both;
+ *   - with EXPECT_LINGER_CHILDREN=1 (linger-run --children): it is mapped,
+ *     and still not in LD_PRELOAD as the program sees it;
+ *   - either way, none of linger-run's variables (LINGER_RUN_SLICE...) is
+ *     visible;
  *   - with EXPECT_PRELOAD_MARKER=name: that other preloaded library survived.
  * Exits 0 if all is well (printing "NAME ok" for NAME final/popen), else
  * prints what is wrong and exits 1.
@@ -65,11 +68,13 @@ int main(int argc, char **argv) {
             EXPECT(sa.sa_handler == SIG_DFL, "signal %d has disposition %s", s, sa.sa_handler == SIG_IGN ? "SIG_IGN" : "a handler");
     }
 
+    static const char *const ours[] = {"LINGER_RUN_SLICE", "LINGER_RUN_STATS", "LINGER_RUN_CHILDREN",
+                                       "LINGER_RUN_STACK", "LINGER_RUN_PREEMPT_BLOCKED"};
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++) EXPECT(getenv(ours[i]) == NULL, "%s is visible", ours[i]);
+    EXPECT(!preload || !strstr(preload, "liblinger_run"), "LD_PRELOAD still contains liblinger_run: %s", preload);
     if (children) {
-        EXPECT(preload && strstr(preload, "liblinger_run"), "LD_PRELOAD (%s) lost liblinger_run under --children", preload ? preload : "unset");
         EXPECT(maps_contain("liblinger_run") == 1, "liblinger_run is not mapped under --children");
     } else {
-        EXPECT(!preload || !strstr(preload, "liblinger_run"), "LD_PRELOAD still contains liblinger_run: %s", preload);
         EXPECT(maps_contain("liblinger_run") == 0, "liblinger_run is mapped into a child (LD_PRELOAD=%s)", preload ? preload : "unset");
         static const char *const fields[] = {"SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"};
         for (int k = 0; k < 5; k++) {

@@ -2,7 +2,8 @@
  * A program that defines its own getenv/setenv/unsetenv family, as bash
  * does (lib/sh/getenv.c): here they work on a private table that main fills
  * from envp, and unsetenv does nothing before then. It prints its own
- * environment, then starts children by fork+exec, posix_spawn and system;
+ * environment, then starts children by fork+exec, posix_spawn, system and
+ * popen;
  * each reports how it runs (support/env_probe, whose path is argv[1]).
  */
 #include "common.h"
@@ -65,5 +66,11 @@ int main(int argc, char **argv, char **envp) {
     snprintf(cmd, sizeof cmd, "'%s' system", argv[1]);
     fflush(stdout);
     CHECK(system(cmd) == 0, "system");
+    snprintf(cmd, sizeof cmd, "'%s' popen", argv[1]);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "popen");
+    char line[256];
+    while (fgets(line, sizeof line, p)) fputs(line, stdout);
+    CHECK(pclose(p) == 0, "pclose");
     return 0;
 }

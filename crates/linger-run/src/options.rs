@@ -25,8 +25,8 @@ pub(crate) struct Options {
     /// Slice length; `None` runs `main` with no time limit.
     pub slice: Option<Duration>,
     pub stats: Option<StatsTo>,
-    /// Keep our variables so that children (and exec'd images) run under
-    /// linger-run too.
+    /// Give our variables back to every image the program starts, so that
+    /// children (and exec'd images) run under linger-run too.
     pub children: bool,
     /// Stop `main` at the end of a slice even while it waits in a system
     /// call (by default the wait is left alone until it returns).
@@ -105,6 +105,27 @@ pub(crate) fn preload_without_us(v: &str) -> Option<String> {
     (!rest.is_empty()).then(|| rest.join(":"))
 }
 
+/// Our library's entries of `LD_PRELOAD` (with `--children`, every child
+/// gets them back in front of its own), or `None`.
+pub(crate) fn preload_of_us(v: &str) -> Option<String> {
+    let ours: Vec<&str> = v
+        .split([':', ' '])
+        .filter(|e| !e.is_empty() && e.rsplit('/').next() == Some(LIB_NAME))
+        .collect();
+    (!ours.is_empty()).then(|| ours.join(":"))
+}
+
+/// With `--children`: what every image the program starts must get back
+/// (see `linger::set_child_env`), read before [`scrub_environment`].
+pub(crate) fn hand_to_children() {
+    let Some(preload) = var("LD_PRELOAD").and_then(|v| preload_of_us(&v)) else { return };
+    let vars: Vec<(String, String)> = [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR]
+        .iter()
+        .filter_map(|n| var(n).map(|v| ((*n).to_owned(), v)))
+        .collect();
+    linger::set_child_env(&preload, &vars);
+}
+
 /// Removes our variables from the environment, before `main` runs and before
 /// any thread of the program exists (so editing it is safe here), with
 /// glibc's `setenv`/`unsetenv`: a program's own (bash's) may not work
@@ -142,6 +163,8 @@ mod tests {
         assert_eq!(preload_without_us("/x/liblinger_run.so:/y/libfoo.so"), Some("/y/libfoo.so".into()));
         assert_eq!(preload_without_us("libfoo.so /x/liblinger_run.so libbar.so"), Some("libfoo.so:libbar.so".into()));
         assert_eq!(preload_without_us("/x/notliblinger_run.so"), Some("/x/notliblinger_run.so".into()));
+        assert_eq!(preload_of_us("/x/liblinger_run.so:/y/libfoo.so"), Some("/x/liblinger_run.so".into()));
+        assert_eq!(preload_of_us("/y/libfoo.so"), None);
     }
 
     #[test]

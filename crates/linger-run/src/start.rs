@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libc::{c_char, c_int, c_void};
 
-use crate::options::{program_name, scrub_environment, Options, StatsTo};
+use crate::options::{hand_to_children, program_name, scrub_environment, Options, StatsTo};
 
 type Main = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
 type Start = unsafe extern "C" fn(Main, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
@@ -146,9 +146,12 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
             return 2;
         }
     };
-    if !opts.children {
-        scrub_environment();
+    // The program sees the environment it would have had without us; with
+    // --children, what it starts gets our variables back.
+    if opts.children {
+        hand_to_children();
     }
+    scrub_environment();
     if let Err(e) = linger::init() {
         say(&format!("cannot start preemption for {name}: {e}"));
         return OWN_FAILURE;

@@ -75,7 +75,23 @@ pub(crate) fn prepare() {
 extern "C" {
     /// The process's environment (glibc's `__environ`, the array `main`
     /// gets as `envp` until something grows it).
-    static environ: *const *const c_char;
+    static mut environ: *const *const c_char;
+}
+
+/// The process's environment array.
+pub(crate) fn environ_ptr() -> *const *const c_char {
+    // SAFETY: reads the pointer itself, which glibc keeps valid.
+    unsafe { environ }
+}
+
+/// Points `environ` at `p`.
+///
+/// # Safety
+/// `p` is a NULL-terminated array of C strings that stays valid while it is
+/// the environment; no other thread edits the environment meanwhile.
+pub(crate) unsafe fn set_environ(p: *const *const c_char) {
+    // SAFETY: per the contract.
+    unsafe { environ = p };
 }
 
 /// The value of `name` in the environment, read as glibc's `getenv` does:
@@ -86,7 +102,7 @@ pub(crate) fn env_bytes(name: &[u8]) -> Option<&'static [u8]> {
     // SAFETY: `environ` is NULL or a NULL-terminated array of
     // NUL-terminated strings, per the contract above.
     unsafe {
-        let mut p = environ;
+        let mut p = environ_ptr();
         if p.is_null() {
             return None;
         }

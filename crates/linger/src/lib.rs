@@ -380,6 +380,15 @@ pub fn init() -> Result<(), Error> {
     runtime::init().map(|_| ())
 }
 
+/// For linger-run's `--children`: from now on every image the program starts
+/// (`exec` family, `posix_spawn`, `system`, `popen`) gets `preload` in front
+/// of its `LD_PRELOAD` and the `(name, value)` variables, which the program's
+/// own environment no longer has. Call once, before the program runs.
+#[doc(hidden)]
+pub fn set_child_env(preload: &str, vars: &[(String, String)]) {
+    interpose::child_env::set(preload, vars);
+}
+
 /// Inside a preemptible function: hands control back to the caller at once,
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.

@@ -19,9 +19,13 @@ int main(int argc, char **argv) {
     while (f && fgets(line, sizeof line, f))
         if (strstr(line, "liblinger_run.so")) sliced = 1;
     if (f) fclose(f);
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "LINGER_RUN_", 11) == 0 || (strncmp(*e, "LD_PRELOAD=", 11) == 0 && strstr(*e, "liblinger_run")))
-            vars++;
+    static const char *const ours[] = {"LINGER_RUN_SLICE=", "LINGER_RUN_STATS=", "LINGER_RUN_CHILDREN=",
+                                       "LINGER_RUN_STACK=", "LINGER_RUN_PREEMPT_BLOCKED="};
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "LD_PRELOAD=", 11) == 0 && strstr(*e, "liblinger_run")) vars++;
+        for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+            if (strncmp(*e, ours[i], strlen(ours[i])) == 0) vars++;
+    }
     printf("%s: sliced=%d vars=%d\n", argc > 1 ? argv[1] : "?", sliced, vars);
     return 0;
 }

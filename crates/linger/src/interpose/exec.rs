@@ -19,15 +19,17 @@
 //! the steps below touch only kernel state of the calling process, plus the
 //! `armed` cell, whose reset only costs the parent a redundant re-arm.
 //!
-//! `posix_spawn`, `system` and `popen` need nothing: their child is a new
-//! process (no pending signals, no timers) and glibc resets its handlers.
+//! `posix_spawn`, `system` and `popen` need nothing here: their child is a
+//! new process (no pending signals, no timers) and glibc resets its
+//! handlers. All of them add linger-run's variables with `--children`
+//! ([`super::child_env`]).
 //! The variadic `execl`, `execle` and `execlp` cannot be written in stable
 //! Rust, so small naked functions gather their arguments (see below).
 
 use libc::{c_char, c_int};
 
 use super::signals::{preemption_signal, real_pthread_sigmask, real_sigaction, shadow_ignored};
-use super::{errno, real, set_errno};
+use super::{child_env, errno, real, set_errno};
 use crate::thread::ts;
 
 type ExecveFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
@@ -130,13 +132,17 @@ macro_rules! guarded {
 /// Same contract as POSIX `execve`.
 #[no_mangle]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    guarded!(real_execve(), path, argv, envp)
+    child_env::with(envp, |envp| guarded!(real_execve(), path, argv, envp))
 }
 
 /// # Safety
 /// Same contract as POSIX `execv`.
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    if child_env::active() {
+        // SAFETY: execv is execve with the process's environment.
+        return unsafe { execve(path, argv, child_env::current()) };
+    }
     guarded!(real_execv(), path, argv)
 }
 
@@ -144,6 +150,10 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 /// Same contract as POSIX `execvp`.
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    if child_env::active() {
+        // SAFETY: execvp is execvpe with the process's environment.
+        return unsafe { execvpe(file, argv, child_env::current()) };
+    }
     guarded!(real_execvp(), file, argv)
 }
 
@@ -151,14 +161,14 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 /// Same contract as GNU `execvpe`.
 #[no_mangle]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    guarded!(real_execvpe(), file, argv, envp)
+    child_env::with(envp, |envp| guarded!(real_execvpe(), file, argv, envp))
 }
 
 /// # Safety
 /// Same contract as POSIX `fexecve`.
 #[no_mangle]
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    guarded!(real_fexecve(), fd, argv, envp)
+    child_env::with(envp, |envp| guarded!(real_fexecve(), fd, argv, envp))
 }
 
 /// # Safety
@@ -171,7 +181,7 @@ pub unsafe extern "C" fn execveat(
     envp: *const *const c_char,
     flags: c_int,
 ) -> c_int {
-    guarded!(real_execveat(), dirfd, path, argv, envp, flags)
+    child_env::with(envp, |envp| guarded!(real_execveat(), dirfd, path, argv, envp, flags))
 }
 
 // The list forms. On x86-64 a variadic call passes the first six integer

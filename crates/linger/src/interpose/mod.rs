@@ -21,6 +21,9 @@
 //! - [`child`]: `waitpid` and the rest of the `wait` family: no EINTR;
 //! - [`exec`]: the `exec` family: the new image starts with no preemption
 //!   signal pending, no timer and default disposition;
+//! - [`child_env`]: with `linger-run --children`, every image the program
+//!   starts (`exec`, `posix_spawn`, `system`, `popen`) gets linger-run's
+//!   variables, which the program itself does not see;
 //! - [`context`]: `setcontext`, `swapcontext` and the `longjmp` family:
 //!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
@@ -32,6 +35,7 @@
 //! cost one thread-local load and then call libc as is.
 
 pub(crate) mod child;
+pub(crate) mod child_env;
 pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod io;
@@ -82,6 +86,7 @@ pub(crate) fn prepare() {
     sleep::prepare();
     stack::prepare();
     child::prepare();
+    child_env::prepare();
     io::prepare();
     wait::prepare();
     signals::prepare();
