@@ -475,7 +475,10 @@ fn build(cfg: &Config) -> Table {
             unwind.extend(o.exec.iter().map(|r| (*r, u)));
         }
         if o.is_main {
-            deferred.extend(executable_symbol_ranges(o.bias, cfg));
+            // Read once: the executable never changes, and reading and
+            // demangling its symbols takes milliseconds at every rebuild.
+            static MAIN: std::sync::OnceLock<Vec<Range>> = std::sync::OnceLock::new();
+            deferred.extend(MAIN.get_or_init(|| executable_symbol_ranges(o.bias, cfg)));
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
