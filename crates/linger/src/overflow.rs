@@ -163,6 +163,10 @@ Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 let t = ts();
                 t.armed.set(crate::thread::NEVER);
                 t.pending.set(false);
+                // A reading section of the code table opened on the
+                // abandoned stack (the walks keep clear of its end, but
+                // should one not) ends with it: `dlclose` waits for it.
+                crate::ranges::abandon_reading();
                 // SAFETY: the fault happened on this coroutine's stack (the
                 // guard check above), and we update the interrupted context
                 // with exactly the registers corosensei asks for.

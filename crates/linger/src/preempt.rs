@@ -374,8 +374,7 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
 /// chain is walked from this function's own registers.
 #[inline(never)]
 fn judge_here(f: &Frame) -> Verdict {
-    use crate::unwind::walk_here;
-    let Some(table) = ranges::table() else { return NOT_NOW };
+    use crate::unwind::{memo_clear, walk_here};
     let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
     // SAFETY: only reads registers. The program counter and stack pointer
     // are read together, inside this function's body (no stack adjustment
@@ -402,9 +401,14 @@ fn judge_here(f: &Frame) -> Verdict {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
-    match Verdict::of(walk_here(table, regs, f.stack_lo, f.stack_hi, entry)) {
+    // A `pause()` in a loop: the same chain as last time (no table read).
+    if memo_clear(regs, f.stack_lo, f.stack_hi, entry) {
+        return Verdict::Stop { release: false };
+    }
+    let Some(table) = ranges::read() else { return NOT_NOW };
+    match Verdict::of(walk_here(&table, regs, f.stack_lo, f.stack_hi, entry)) {
         Some(v) => v,
-        None if scan_clear(table, sp, entry) => Verdict::Stop { release: false },
+        None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
         None => NOT_NOW,
     }
 }
@@ -594,12 +598,12 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     if !in_guard || sp < f.guard.0 || sp >= f.stack_hi {
         return false;
     }
-    let (huc, d, errno) = match f.handler_uc.get() {
+    let (huc, d, errno, huc_recorded) = match f.handler_uc.get() {
         0 => match entering_handler(ts, f, sp) {
-            Some(huc) => (huc, ts.defer.get(), ERRNO_UNREAD),
+            Some(huc) => (huc, ts.defer.get(), ERRNO_UNREAD, false),
             None => return false,
         },
-        huc => (huc, f.handler_defer.get(), f.handler_errno.get()),
+        huc => (huc, f.handler_defer.get(), f.handler_errno.get(), true),
     };
     // The faulting code runs below the handler's signal frame, on this
     // stack: the handler itself (or what it called).
@@ -617,6 +621,10 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     g[libc::REG_RSP as usize] = huc as i64;
     f.handler_uc.set(0);
     ts.defer.set(d);
+    if huc_recorded && !f.handler_reading.get() {
+        // It may have been abandoned inside its reading of the table.
+        ranges::abandon_reading();
+    }
     bump(&ts.stats.deferrals);
     let now = now_ns();
     let deadline = f.deadline.get();
@@ -711,7 +719,7 @@ impl Verdict {
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
 fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     use crate::unwind::{walk, Chain};
-    let Some(table) = ranges::table() else { return NOT_NOW };
+    let Some(table) = ranges::read() else { return NOT_NOW };
     let g = &uc.uc_mcontext.gregs;
     let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
     let entry = frame.entry_sp.get();
@@ -727,7 +735,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
             // Deferred here: where does the deferred code return to the
             // function's own?
-            return match walk(table, uc, lo, hi, entry, true) {
+            return match walk(&table, uc, lo, hi, entry, true) {
                 Chain::Deferred { patch, trapped } => Verdict::Defer { patch, trapped },
                 _ => NOT_NOW,
             };
@@ -735,19 +743,19 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // The call chain from libc's system call wrapper up: every frame but
         // that first one must be clear (a scan would also read stale words
         // that the wrapper's own earlier calls left in its frame).
-        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+        match Verdict::of(walk(&table, uc, lo, hi, entry, false)) {
             Some(v) => return v,
             None => b,
         }
     } else {
         // Walk the real call chain when the unwind tables allow it: a scan
         // of every stack word would also see stale return addresses.
-        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+        match Verdict::of(walk(&table, uc, lo, hi, entry, false)) {
             Some(v) => return v,
             None => sp,
         }
     };
-    if scan_clear(table, from, entry) {
+    if scan_clear(&table, from, entry) {
         Verdict::Stop { release: false }
     } else {
         NOT_NOW
@@ -769,11 +777,11 @@ unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     if std::thread::panicking() || crate::flow::cxx_exception_in_flight(ts()) {
         return false;
     }
-    let Some(table) = ranges::table() else { return false };
+    let Some(table) = ranges::read() else { return false };
     if table.in_loader(code) {
         return false;
     }
-    match crate::unwind::function_start(table, code) {
+    match crate::unwind::function_start(&table, code) {
         Some(start) if !crate::return_trap::reads_return_address(start) => {
             // SAFETY: per the contract.
             unsafe { crate::return_trap::arm(f, slot) }
@@ -805,7 +813,7 @@ fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
     if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
         return false;
     }
-    ranges::table().is_some_and(|t| t.is_known(pc)) && ranges::at_syscall(pc)
+    ranges::read().is_some_and(|t| t.is_known(pc) && ranges::at_syscall(pc))
 }
 
 /// An interposed blocking call returns to the program: if its function's
@@ -845,7 +853,7 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
     if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
         return;
     }
-    let Some(table) = ranges::table() else { return };
+    let Some(table) = ranges::read() else { return };
     if !table.is_known(pc) || !ranges::at_syscall_instruction(pc) {
         return;
     }
@@ -921,6 +929,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         let f = unsafe { &*frame };
         f.handler_errno.set(ERRNO_UNREAD);
         f.handler_defer.set(ts.defer.get());
+        f.handler_reading.set(ranges::reading());
         compiler_fence(Ordering::SeqCst);
         f.handler_uc.set(uc as usize);
     }

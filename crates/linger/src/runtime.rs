@@ -138,6 +138,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     thread_key(); // assigns this thread's id, which resumes read directly
     // Before the timer: a thread counts as started once it has one.
     crate::unwind::prepare_thread()?;
+    ranges::prepare_thread()?;
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
@@ -366,6 +367,7 @@ impl<T> Inner<T> {
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
+                handler_reading: Cell::new(false),
                 handler_errno: Cell::new(0),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),

@@ -146,6 +146,9 @@ pub(crate) struct Frame {
     pub handler_uc: Cell<usize>,
     pub handler_defer: Cell<u32>,
     pub handler_errno: Cell<i32>,
+    /// The thread was in a reading section of the table when that handler
+    /// began (see `ranges::abandon_reading`).
+    pub handler_reading: Cell<bool>,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).
@@ -184,6 +187,9 @@ pub(crate) struct ThreadState {
     pub shadow_blocked: Cell<bool>,
     /// This thread's unwind context (`unwind::Ctx`), or null.
     pub unwind_ctx: Cell<*mut ()>,
+    /// This thread's mark for reading the code table (`ranges::read`), or
+    /// None: the handler then reads nothing and defers.
+    pub reader: Cell<Option<&'static crate::ranges::Reader>>,
     pub stats: StatCells,
     /// Addresses of this thread's C++ exception globals and errno, or 0
     /// until first needed (see `flow`).
@@ -206,6 +212,7 @@ thread_local! {
             id: Cell::new(0),
             counts: SignalCounts::new(),
             unwind_ctx: Cell::new(ptr::null_mut()),
+            reader: Cell::new(None),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
             cxa_globals: Cell::new(0),

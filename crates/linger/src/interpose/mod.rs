@@ -21,6 +21,8 @@
 //! - [`child`]: `waitpid` and the rest of the `wait` family: no EINTR;
 //! - [`exec`]: the `exec` family: the new image starts with no preemption
 //!   signal pending, no timer and default disposition;
+//! - [`loader`]: `dlclose`: the code table stops describing the code before
+//!   it is unmapped;
 //! - [`context`]: `setcontext`, `swapcontext` and the `longjmp` family:
 //!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
@@ -35,6 +37,7 @@ pub(crate) mod child;
 pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod io;
+pub(crate) mod loader;
 pub(crate) mod signals;
 pub(crate) mod sleep;
 pub(crate) mod stack;
@@ -86,6 +89,7 @@ pub(crate) fn prepare() {
     wait::prepare();
     signals::prepare();
     exec::prepare();
+    loader::prepare();
     context::prepare();
 }
 
