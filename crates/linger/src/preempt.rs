@@ -168,6 +168,9 @@ unsafe fn switch_out(
     ts.defer.set(f.fn_defer.get() + 1); // runtime transit: no preemption
     ts.pending.set(false);
     f.pause_due.set(false);
+    // An overflow in library code waits for the function's next stop, which
+    // hands it to its caller as an overflow instead (see `overflow.rs`).
+    let why = if f.overflow_due.get() { Suspend::Overflowed } else { why };
     f.in_handler.set(!uc.is_null());
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
@@ -282,8 +285,9 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
     let pause = f.pause_due.get();
+    let overflow = f.overflow_due.get();
     let now = now_ns();
-    if !pause && now < f.deadline.get() {
+    if !pause && !overflow && now < f.deadline.get() {
         return None;
     }
     if std::thread::panicking() {
@@ -294,7 +298,9 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
     if check && stop_here(ts, f, true) != Here::Stop {
         return None;
     }
-    let why = if pause {
+    let why = if overflow {
+        Suspend::Overflowed // counted by the caller
+    } else if pause {
         bump(&ts.stats.pauses);
         Suspend::Paused
     } else {
@@ -439,7 +445,7 @@ pub(crate) fn at_return() {
     // SAFETY: `current` is the live function whose call just returned.
     let f = unsafe { &*frame };
     crate::return_trap::release(f);
-    if !f.pause_due.get() && now_ns() < f.deadline.get() {
+    if !f.pause_due.get() && !f.overflow_due.get() && now_ns() < f.deadline.get() {
         return; // stopped meanwhile (a `pause()` in a callback) and resumed
     }
     if ts.defer.get() > 0 {
@@ -534,7 +540,7 @@ fn stack_room(frame: &Frame) -> bool {
     let here = std::hint::black_box(&probe) as *const u8 as usize;
     // On another stack (a program handler's alternate stack): `judge`
     // refuses that on its own.
-    here < frame.stack_lo || here >= frame.stack_hi || here - frame.stack_lo >= HANDLER_STACK
+    here < frame.guard.0 || here >= frame.stack_hi || here >= frame.floor() + HANDLER_STACK
 }
 
 /// The kernel's report that our timer's signal found no room for its frame
@@ -671,7 +677,7 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading
     // above the guard, which would fault again.
-    let mut cand = (sp.max(f.stack_lo) + 8 + 15) & !15;
+    let mut cand = (sp.max(f.floor()) + 8 + 15) & !15;
     while cand < sp + 1024 && cand + KERNEL_UCONTEXT + 128 <= f.stack_hi {
         // SAFETY: `cand` and the siginfo after it lie between the faulting
         // stack pointer and the top of this function's stack (checked
@@ -763,13 +769,15 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
 }
 
 /// Sets a return trap on the outermost deferred call found by `judge` (or
-/// `judge_here`), unless that call reads its own return address. True if set.
+/// `judge_here`, or the SIGSEGV handler), unless that call reads its own
+/// return address. True if set.
 ///
 /// # Safety
-/// `f` is the function interrupted in this handler, or the running function
+/// `f` is the function interrupted in this handler (or the SIGSEGV
+/// handler, which holds the preemption signal), or the running function
 /// asking from a frame below `slot` with a no-preemption scope open; `slot`
 /// a live return-address slot of its call chain.
-unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
+pub(crate) unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     // Not while an exception or a panic is being unwound: unwinders tell
     // frames apart by their CFA, and a trap set between the search phase
     // and the unwind phase (or before an `_Unwind_Resume`) would change the

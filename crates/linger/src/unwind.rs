@@ -83,6 +83,9 @@ pub(crate) struct Unwinder {
     ctx: Ctx,
     cache: [Entry; CACHE],
     memo: Memo,
+    /// A walk is under way: the SIGSEGV handler, which may interrupt one,
+    /// must not start another ([`walk_at_fault`]).
+    busy: bool,
 }
 
 /// Stack words a memoised walk may have read.
@@ -171,6 +174,7 @@ impl Unwinder {
         // a Box (which frees it with that same layout).
         unsafe {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
+            std::ptr::addr_of_mut!((*p).busy).write(false);
             std::ptr::addr_of_mut!((*p).memo).write(Memo {
                 generation: 0,
                 stack: (0, 0, 0),
@@ -185,6 +189,17 @@ impl Unwinder {
             }
             Some(Box::from_raw(p))
         }
+    }
+
+    /// Marks a walk as under way, for a signal handler of this thread to see
+    /// (the stores must stay where they are, around the walk).
+    #[inline]
+    fn set_busy(&mut self, busy: bool) {
+        use std::sync::atomic::{compiler_fence, Ordering};
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: a field of ours; volatile so it is neither elided nor merged.
+        unsafe { std::ptr::write_volatile(&mut self.busy, busy) };
+        compiler_fence(Ordering::SeqCst);
     }
 
     /// The step for the return address (or interrupted PC) `at`.
@@ -353,9 +368,27 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
     }
     // SAFETY: this thread's unwinder, used only by this thread's handler and
     // by `walk_here`, each inside a no-preemption scope (so neither runs
-    // while the other uses it).
+    // while the other uses it), and by `walk_at_fault`, which leaves it
+    // alone while `busy`.
     let u = unsafe { &mut *u };
-    walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None)
+    u.set_busy(true);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None);
+    u.set_busy(false);
+    chain
+}
+
+/// [`walk`] from the SIGSEGV handler, for a fault of the running function
+/// (see `overflow::finish_on_reserve`); None if a walk was interrupted by
+/// the fault (the unwinder is in use). Async-signal-safe.
+pub(crate) fn walk_at_fault(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize, first_deferred: bool) -> Option<Chain> {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    // SAFETY: this thread's unwinder; `busy` says no walk of this thread is
+    // under way below this handler (the preemption signal, blocked while
+    // this handler runs, starts no new one).
+    if u.is_null() || unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*u).busy)) } {
+        return None;
+    }
+    Some(walk(table, uc, lo, hi, entry, first_deferred))
 }
 
 /// `regs` of [`walk_here`] by DWARF number.
@@ -397,7 +430,9 @@ pub(crate) fn walk_here(table: &Table, regs: [u64; 8], lo: usize, hi: usize, ent
     let u = unsafe { &mut *u };
     let full = full_regs(regs);
     let mut reads = Reads::new();
+    u.set_busy(true);
     let chain = walk_regs(table, u, full, lo, hi, entry, false, Some(&mut reads));
+    u.set_busy(false);
     u.memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
         let generation = table.generation();
