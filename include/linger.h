@@ -87,6 +87,10 @@ typedef struct linger_stats_t {
   // Deferred deadlines taken exactly when the deferred call returned to
   // the function's own code (a return trap), not by a timer retry.
   uint64_t return_traps;
+  // Stack overflows inside library code that finished on the emergency
+  // reserve before the function was abandoned (also counted in
+  // `stack_overflows` when the caller receives them).
+  uint64_t library_overflows;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.

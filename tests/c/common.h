@@ -22,6 +22,7 @@
 #include <time.h>
 #include <signal.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "linger.h"
 
@@ -118,6 +119,34 @@ static inline void watchdog(unsigned seconds, const char *what) {
     watchdog_what = what;
     signal(SIGALRM, watchdog_fire);
     alarm(seconds ? seconds * (unsigned)slack() : 0);
+}
+
+/*
+ * Runs fn(arg) in a forked child whose stderr goes to `err` (NUL-terminated,
+ * at most cap - 1 bytes kept); returns its wait status. For tests whose
+ * failure mode is a crash or a hang of the process itself.
+ */
+static inline int run_child(int (*fn)(int), int arg, char *err, size_t cap) {
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        _exit(fn(arg));
+    }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fds[0], err + len, cap - 1 - len)) > 0) len += (size_t)r;
+    err[len] = 0;
+    close(fds[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    return st;
 }
 
 #define PASS(name) fprintf(stderr, "%s: all checks passed\n", name)

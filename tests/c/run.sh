@@ -55,7 +55,10 @@ fi
 # other threads owned (they do not exist in the child) as lost.
 # test_jump_masks: under valgrind (which performs the program's mask changes
 # itself) the function is not preempted after setcontext; not investigated.
-valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks)
+# test_library_overflow: under valgrind the overflow inside vfprintf is
+# abandoned at once, as before the emergency reserve, and the FILE lock stays
+# held; valgrind synthesises the SIGSEGV's frame, not investigated further.
+valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks test_library_overflow)
 
 if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"

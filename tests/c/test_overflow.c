@@ -4,8 +4,6 @@
  * launch (or resume) must fail with EFAULT and is_cancelled set, and the
  * child must carry on (launch again, overflow again) and exit normally.
  */
-#include <sys/wait.h>
-
 #include "common.h"
 
 static int depth_reached;
@@ -102,30 +100,6 @@ static int child_segv(void) {
     linger_launch(segv_fn, UINT64_MAX, NULL);
     fprintf(stderr, "child: survived a NULL dereference\n");
     return 0;
-}
-
-/* Runs `fn` in a child with stderr captured; returns its status. */
-static int run_child(int (*fn)(int), int arg, char *err, size_t cap) {
-    int fds[2];
-    CHECK(pipe(fds) == 0, "pipe");
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        _exit(fn(arg));
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fds[0], err + len, cap - 1 - len)) > 0) len += (size_t)r;
-    err[len] = 0;
-    close(fds[0]);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-    return st;
 }
 
 static int segv_wrapper(int unused) {

@@ -10,6 +10,10 @@
 //! of the configuration and the runtime) are waited for the same way: a
 //! child would otherwise wait for an initialiser that never finishes.
 //!
+//! Marks of other threads are cleared in the child the same way: a reading
+//! section of the code table or a `dlclose` under way that belonged to one
+//! of them never ends there (see `ranges::after_fork`).
+//!
 //! The prepare handler runs in the forking thread, which is never inside
 //! linger's own critical sections when it calls `fork` (they call no
 //! program code), so it cannot wait for itself.
@@ -48,6 +52,7 @@ extern "C" fn release() {
 
 extern "C" fn in_child() {
     release();
+    crate::ranges::after_fork();
     if let Some(tail) = CHILD_TAIL.get() {
         tail();
     }

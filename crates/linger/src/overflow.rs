@@ -2,18 +2,33 @@
 //! error for the caller instead of silent corruption or a bare SIGSEGV.
 //!
 //! The SIGSEGV handler runs on an alternate signal stack (the overflowed stack
-//! has no room). If the fault address is in the guard page of the running
-//! function's stack, it prints one line to stderr and uses corosensei's trap
-//! support to reset the coroutine so it returns `Outcome::Overflowed` to the
-//! caller, which reports `Error::StackOverflow`. The function's destructors do
-//! not run. Every other fault goes to the previous handler (Rust's own stack
-//! overflow reporter, or the default action).
+//! has no room). If the fault address is in the guarded range below the
+//! running function's stack, it prints one line to stderr and uses
+//! corosensei's trap support to reset the coroutine so it returns
+//! `Outcome::Overflowed` to the caller, which reports `Error::StackOverflow`.
+//! The function's destructors do not run. Every other fault goes to the
+//! previous handler (Rust's own stack overflow reporter, or the default
+//! action).
+//!
+//! **Overflows inside library code** are different: abandoning `printf`
+//! there would leave its `FILE` lock held, `malloc` an arena lock, `println!`
+//! the stdout lock, and other threads would hang on them for good. So when
+//! the fault lands in the stack's emergency reserve (see `stack.rs`) and the
+//! call chain has deferred code on it, the reserve is opened, a return trap
+//! is set on the outermost deferred call (as for a deferred deadline, see
+//! `return_trap.rs`), and the faulting instruction runs again: the library
+//! call finishes on the reserve and releases what it holds, and the trap
+//! stops the function the moment the call returns to its own code. The
+//! caller then gets the overflow (`Suspend::Overflowed`, handled in
+//! `runtime.rs`). A second overflow, past the reserve, is abandoned at once.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
+use crate::stats::bump;
 use crate::switch::Outcome;
-use crate::thread::ts;
+use crate::thread::{ts, Frame};
+use crate::unwind::Chain;
 use crate::Error;
 
 static OLD_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
@@ -108,6 +123,85 @@ pub(crate) fn ensure_altstack() {
     }
 }
 
+/// The message for an overflow inside library code, once the library call
+/// has returned and the function is abandoned (caller side).
+pub(crate) fn report_library_overflow(stack_bytes: usize) {
+    report(
+        b"linger: stack overflow inside library code in a preemptible function (stack of ",
+        stack_bytes / 1024,
+        b" KiB); the library call finished on the emergency reserve, then the function was abandoned \
+without running its destructors. Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
+    );
+}
+
+/// Stack the call-chain walk gets in the reserve (it may not fit on the
+/// alternate signal stack: Rust gives its threads `SIGSTKSZ`, 8 KiB, and
+/// the kernel's signal frame alone takes 3.5 KiB or more).
+const WALK_STACK: usize = 24 * 1024;
+
+/// The lowest part of an opened reserve, lent to the walk as a stack.
+struct Lent {
+    base: usize,
+    limit: usize,
+}
+
+// SAFETY: `[limit, base)` is mapped, writable memory that nothing else uses
+// while the walk runs on it (below every live frame of the function, which
+// is stopped in the SIGSEGV handler); both ends are 16-byte aligned.
+unsafe impl corosensei::stack::Stack for Lent {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        std::num::NonZeroUsize::new(self.base).expect("not at address 0")
+    }
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        std::num::NonZeroUsize::new(self.limit).expect("not at address 0")
+    }
+}
+
+/// An overflow of the running function `f` at `addr` (registers in `uc`):
+/// if it faulted in the reserve with library code on its call chain, opens
+/// the reserve and sets the return trap that ends the function when that
+/// code returns (see the module's doc). True if so: the faulting
+/// instruction may run again.
+fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
+    let (lo, hi) = f.reserve;
+    let entry = f.entry_sp.get();
+    let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+    if f.reserve_open.get() || f.overflow_due.get() || addr < lo || addr >= hi || entry == 0 || sp < lo || sp >= entry {
+        return false;
+    }
+    // The walk's stack: the bottom of the reserve, below the faulting
+    // frame (and its red zone).
+    let top = (sp.min(addr).saturating_sub(256)) & !15;
+    if top < lo + WALK_STACK {
+        return false;
+    }
+    // A reading section (see `ranges.rs`): a `dlclose` on another thread
+    // waits for it before unmapping what the walk reads.
+    let Some(table) = crate::ranges::read() else { return false };
+    if !crate::stack::open_reserve(lo, hi) {
+        return false;
+    }
+    f.reserve_open.set(true);
+    let pc = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    let first_deferred = table.must_defer(pc);
+    let walk = || crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred);
+    let chain = corosensei::on_stack(Lent { base: top, limit: lo }, walk);
+    let trapped = match chain {
+        Some(Chain::Deferred { trapped: true, .. }) => true,
+        // SAFETY: the slot was found on `f`'s live call chain just now, and
+        // `f` is stopped in this handler, which holds the preemption signal.
+        Some(Chain::Deferred { patch: Some((slot, code)), .. }) => unsafe {
+            crate::preempt::set_return_trap(f, slot, code)
+        },
+        _ => false,
+    };
+    if trapped {
+        f.overflow_due.set(true);
+        bump(&ts().stats.library_overflows);
+    }
+    trapped
+}
+
 /// Writes `msg` then the decimal `n` then `tail` to stderr, without allocating.
 fn report(msg: &[u8], n: usize, tail: &[u8]) {
     let mut digits = [0u8; 20];
@@ -149,6 +243,10 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
             ((*info).si_code, (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize)
         };
         let frame_did_not_fit = code == libc::SI_KERNEL && sp >= f.guard.0 && sp < f.stack_lo + 32 * 1024;
+        // SAFETY: valid ucontext from the kernel.
+        if in_guard && finish_on_reserve(f, addr, unsafe { &*(uc as *const libc::ucontext_t) }) {
+            return;
+        }
         if in_guard || frame_did_not_fit {
             if let Some(trap) = f.trap.take() {
                 report(
@@ -163,6 +261,10 @@ Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 let t = ts();
                 t.armed.set(crate::thread::NEVER);
                 t.pending.set(false);
+                // A reading section of the code table opened on the
+                // abandoned stack (the walks keep clear of its end, but
+                // should one not) ends with it: `dlclose` waits for it.
+                crate::ranges::abandon_reading();
                 // SAFETY: the fault happened on this coroutine's stack (the
                 // guard check above), and we update the interrupted context
                 // with exactly the registers corosensei asks for.

@@ -172,6 +172,9 @@ unsafe fn switch_out(
     ts.defer.set(f.fn_defer.get() + 1); // runtime transit: no preemption
     ts.pending.set(false);
     f.pause_due.set(false);
+    // An overflow in library code waits for the function's next stop, which
+    // hands it to its caller as an overflow instead (see `overflow.rs`).
+    let why = if f.overflow_due.get() { Suspend::Overflowed } else { why };
     f.in_handler.set(!uc.is_null());
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
@@ -286,8 +289,9 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
     // is zero we are running its own code on its stack.
     let f = unsafe { &*frame };
     let pause = f.pause_due.get();
+    let overflow = f.overflow_due.get();
     let now = now_ns();
-    if !pause && now < f.deadline.get() {
+    if !pause && !overflow && now < f.deadline.get() {
         return None;
     }
     if std::thread::panicking() {
@@ -298,7 +302,9 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
     if check && stop_here(ts, f, true) != Here::Stop {
         return None;
     }
-    let why = if pause {
+    let why = if overflow {
+        Suspend::Overflowed // counted by the caller
+    } else if pause {
         bump(&ts.stats.pauses);
         Suspend::Paused
     } else {
@@ -378,8 +384,7 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
 /// chain is walked from this function's own registers.
 #[inline(never)]
 fn judge_here(f: &Frame) -> Verdict {
-    use crate::unwind::walk_here;
-    let Some(table) = ranges::table() else { return NOT_NOW };
+    use crate::unwind::{memo_clear, walk_here};
     let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
     // SAFETY: only reads registers. The program counter and stack pointer
     // are read together, inside this function's body (no stack adjustment
@@ -406,9 +411,14 @@ fn judge_here(f: &Frame) -> Verdict {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
-    match Verdict::of(walk_here(table, regs, f.stack_lo, f.stack_hi, entry)) {
+    // A `pause()` in a loop: the same chain as last time (no table read).
+    if memo_clear(regs, f.stack_lo, f.stack_hi, entry) {
+        return Verdict::Stop { release: false };
+    }
+    let Some(table) = ranges::read() else { return NOT_NOW };
+    match Verdict::of(walk_here(&table, regs, f.stack_lo, f.stack_hi, entry)) {
         Some(v) => v,
-        None if scan_clear(table, sp, entry) => Verdict::Stop { release: false },
+        None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
         None => NOT_NOW,
     }
 }
@@ -444,7 +454,7 @@ pub(crate) fn at_return() {
         // ended when the wait did, not at the deadline.
         f.deadline.set(now_ns());
     }
-    if !f.pause_due.get() && now_ns() < f.deadline.get() {
+    if !f.pause_due.get() && !f.overflow_due.get() && now_ns() < f.deadline.get() {
         return; // stopped meanwhile (a `pause()` in a callback) and resumed
     }
     if ts.defer.get() > 0 {
@@ -539,7 +549,7 @@ fn stack_room(frame: &Frame) -> bool {
     let here = std::hint::black_box(&probe) as *const u8 as usize;
     // On another stack (a program handler's alternate stack): `judge`
     // refuses that on its own.
-    here < frame.stack_lo || here >= frame.stack_hi || here - frame.stack_lo >= HANDLER_STACK
+    here < frame.guard.0 || here >= frame.stack_hi || here >= frame.floor() + HANDLER_STACK
 }
 
 /// The kernel's report that our timer's signal found no room for its frame
@@ -603,12 +613,12 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     if !in_guard || sp < f.guard.0 || sp >= f.stack_hi {
         return false;
     }
-    let (huc, d, errno) = match f.handler_uc.get() {
+    let (huc, d, errno, huc_recorded) = match f.handler_uc.get() {
         0 => match entering_handler(ts, f, sp) {
-            Some(huc) => (huc, ts.defer.get(), ERRNO_UNREAD),
+            Some(huc) => (huc, ts.defer.get(), ERRNO_UNREAD, false),
             None => return false,
         },
-        huc => (huc, f.handler_defer.get(), f.handler_errno.get()),
+        huc => (huc, f.handler_defer.get(), f.handler_errno.get(), true),
     };
     // The faulting code runs below the handler's signal frame, on this
     // stack: the handler itself (or what it called).
@@ -626,6 +636,10 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     g[libc::REG_RSP as usize] = huc as i64;
     f.handler_uc.set(0);
     ts.defer.set(d);
+    if huc_recorded && !f.handler_reading.get() {
+        // It may have been abandoned inside its reading of the table.
+        ranges::abandon_reading();
+    }
     bump(&ts.stats.deferrals);
     let now = now_ns();
     let deadline = f.deadline.get();
@@ -672,7 +686,7 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading
     // above the guard, which would fault again.
-    let mut cand = (sp.max(f.stack_lo) + 8 + 15) & !15;
+    let mut cand = (sp.max(f.floor()) + 8 + 15) & !15;
     while cand < sp + 1024 && cand + KERNEL_UCONTEXT + 128 <= f.stack_hi {
         // SAFETY: `cand` and the siginfo after it lie between the faulting
         // stack pointer and the top of this function's stack (checked
@@ -720,7 +734,7 @@ impl Verdict {
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
 fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     use crate::unwind::{walk, Chain};
-    let Some(table) = ranges::table() else { return NOT_NOW };
+    let Some(table) = ranges::read() else { return NOT_NOW };
     let g = &uc.uc_mcontext.gregs;
     let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
     let entry = frame.entry_sp.get();
@@ -736,7 +750,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         if b == 0 || b < sp || b >= entry || !table.is_known(pc) || !ranges::at_syscall(pc) {
             // Deferred here: where does the deferred code return to the
             // function's own?
-            return match walk(table, uc, lo, hi, entry, true) {
+            return match walk(&table, uc, lo, hi, entry, true) {
                 Chain::Deferred { patch, trapped } => Verdict::Defer { patch, trapped },
                 _ => NOT_NOW,
             };
@@ -744,19 +758,19 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // The call chain from libc's system call wrapper up: every frame but
         // that first one must be clear (a scan would also read stale words
         // that the wrapper's own earlier calls left in its frame).
-        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+        match Verdict::of(walk(&table, uc, lo, hi, entry, false)) {
             Some(v) => return v,
             None => b,
         }
     } else {
         // Walk the real call chain when the unwind tables allow it: a scan
         // of every stack word would also see stale return addresses.
-        match Verdict::of(walk(table, uc, lo, hi, entry, false)) {
+        match Verdict::of(walk(&table, uc, lo, hi, entry, false)) {
             Some(v) => return v,
             None => sp,
         }
     };
-    if scan_clear(table, from, entry) {
+    if scan_clear(&table, from, entry) {
         Verdict::Stop { release: false }
     } else {
         NOT_NOW
@@ -764,13 +778,15 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
 }
 
 /// Sets a return trap on the outermost deferred call found by `judge` (or
-/// `judge_here`), unless that call reads its own return address. True if set.
+/// `judge_here`, or the SIGSEGV handler), unless that call reads its own
+/// return address. True if set.
 ///
 /// # Safety
-/// `f` is the function interrupted in this handler, or the running function
+/// `f` is the function interrupted in this handler (or the SIGSEGV
+/// handler, which holds the preemption signal), or the running function
 /// asking from a frame below `slot` with a no-preemption scope open; `slot`
 /// a live return-address slot of its call chain.
-unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
+pub(crate) unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     // Not while an exception or a panic is being unwound: unwinders tell
     // frames apart by their CFA, and a trap set between the search phase
     // and the unwind phase (or before an `_Unwind_Resume`) would change the
@@ -778,11 +794,11 @@ unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     if std::thread::panicking() || crate::flow::cxx_exception_in_flight(ts()) {
         return false;
     }
-    let Some(table) = ranges::table() else { return false };
+    let Some(table) = ranges::read() else { return false };
     if table.in_loader(code) {
         return false;
     }
-    match crate::unwind::function_start(table, code) {
+    match crate::unwind::function_start(&table, code) {
         Some(start) if !crate::return_trap::reads_return_address(start) => {
             // SAFETY: per the contract.
             unsafe { crate::return_trap::arm(f, slot) }
@@ -814,7 +830,7 @@ fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
     if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
         return false;
     }
-    ranges::table().is_some_and(|t| t.is_known(pc)) && ranges::at_syscall(pc)
+    ranges::read().is_some_and(|t| t.is_known(pc) && ranges::at_syscall(pc))
 }
 
 /// Is the interrupted thread waiting in the kernel? The signal found it at
@@ -831,7 +847,9 @@ fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
 fn waiting_in_kernel(uc: &libc::ucontext_t) -> bool {
     let g = &uc.uc_mcontext.gregs;
     let pc = g[libc::REG_RIP as usize] as usize;
-    if !ranges::table().is_some_and(|t| t.is_known(pc)) {
+    // Code bytes are read inside a reading section (see `ranges.rs`).
+    let Some(t) = ranges::read() else { return false };
+    if !t.is_known(pc) {
         return false;
     }
     ranges::at_syscall_instruction(pc)
@@ -875,7 +893,7 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
     if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
         return;
     }
-    let Some(table) = ranges::table() else { return };
+    let Some(table) = ranges::read() else { return };
     if !table.is_known(pc) || !ranges::at_syscall_instruction(pc) {
         return;
     }
@@ -951,6 +969,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         let f = unsafe { &*frame };
         f.handler_errno.set(ERRNO_UNREAD);
         f.handler_defer.set(ts.defer.get());
+        f.handler_reading.set(ranges::reading());
         compiler_fence(Ordering::SeqCst);
         f.handler_uc.set(uc as usize);
     }

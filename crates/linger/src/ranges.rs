@@ -10,9 +10,19 @@
 //! built once outside any signal handler and then only read (lock-free) by the
 //! handler. Objects loaded later are unknown to the table: a PC there counts as
 //! "defer" and flags the table for a rebuild at the next launch or resume.
+//!
+//! Objects unloaded by `dlclose` must leave the table before their code and
+//! unwind tables are unmapped: the handler reads both. So every read happens
+//! in a *reading section* ([`read`]), marked in a per-thread [`Reader`], and
+//! a table is only ever replaced by [`replace`], which unpublishes it, waits
+//! until no thread is still in a section that may have found it, and frees
+//! it. `dlclose` ([`unloading`]) retires the table before the real call and
+//! builds a new one after it; meanwhile handlers find none and defer.
 
+use std::cell::Cell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -22,6 +32,9 @@ use crate::config::Config;
 type Range = (usize, usize);
 
 pub(crate) struct Table {
+    /// This build's number, never reused (a freed table's address may be):
+    /// what the handler's caches of decoded steps and walks are keyed on.
+    generation: u64,
     /// Sorted, merged ranges of code that must not be interrupted.
     deferred: Vec<Range>,
     /// Sorted executable ranges of every object known when the table was built.
@@ -33,10 +46,251 @@ pub(crate) struct Table {
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+/// The published table's generation, 0 while there is none: what a
+/// memoised walk is checked against without entering a reading section.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 static STALE: AtomicBool = AtomicBool::new(false);
 static BUILD: Mutex<()> = Mutex::new(());
-/// Tables replaced by a rebuild (addresses; never freed).
-static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// `dlclose` calls in progress, on any thread: no table is published until
+/// the last one is over (it would describe code about to be unmapped).
+static CLOSING: AtomicUsize = AtomicUsize::new(0);
+/// Every thread's [`Reader`] (a list; nodes are never freed).
+static READERS: AtomicPtr<Reader> = AtomicPtr::new(std::ptr::null_mut());
+
+thread_local! {
+    /// `dlclose` calls in progress on this thread (a library's destructor
+    /// may unload another one), for a forked child (see [`after_fork`]).
+    static CLOSING_HERE: Cell<usize> = const { Cell::new(0) };
+    /// Gives this thread's [`Reader`] back when the thread exits.
+    static OWNER: ReaderOwner = const { ReaderOwner(Cell::new(None)) };
+}
+
+/// One thread's mark that it is reading the table or what it describes
+/// (code bytes, unwind tables): `seq` is odd while it is. Only its thread
+/// writes `seq`, and a section nested in another (a handler interrupting
+/// one) leaves it alone, so [`wait_for_readers`] can tell a section that
+/// went on from a new one by the number. Owned by one live thread at a
+/// time; reused after that thread exits.
+pub(crate) struct Reader {
+    seq: AtomicU64,
+    taken: AtomicBool,
+    next: AtomicPtr<Reader>,
+}
+
+struct ReaderOwner(Cell<Option<&'static Reader>>);
+
+impl Drop for ReaderOwner {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            crate::thread::ts().reader.set(None); // from here on its handler defers
+            r.taken.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Gives this thread a [`Reader`] (outside any handler). Fails only when
+/// memory runs out.
+pub(crate) fn prepare_thread() -> Result<(), crate::Error> {
+    let t = crate::thread::ts();
+    if t.reader.get().is_some() {
+        return Ok(());
+    }
+    let r = claim().ok_or(crate::Error::OutOfMemory)?;
+    if OWNER.try_with(|o| o.0.set(Some(r))).is_err() {
+        r.taken.store(false, Ordering::Release); // the thread is exiting
+        return Ok(());
+    }
+    t.reader.set(Some(r));
+    Ok(())
+}
+
+/// A free node of the list, or a new one.
+fn claim() -> Option<&'static Reader> {
+    let mut p = READERS.load(Ordering::Acquire);
+    // SAFETY: nodes are leaked once published, never freed.
+    while let Some(r) = unsafe { p.as_ref() } {
+        if r.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return Some(r);
+        }
+        p = r.next.load(Ordering::Acquire);
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(1).ok()?;
+    v.push(Reader { seq: AtomicU64::new(0), taken: AtomicBool::new(true), next: AtomicPtr::new(std::ptr::null_mut()) });
+    let r: &'static Reader = &Vec::leak(v)[0];
+    let mut head = READERS.load(Ordering::Relaxed);
+    loop {
+        r.next.store(head, Ordering::Relaxed);
+        match READERS.compare_exchange_weak(head, r as *const Reader as *mut Reader, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Some(r),
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Every [`Reader`] ever made.
+fn readers() -> impl Iterator<Item = &'static Reader> {
+    // SAFETY: nodes are leaked once published, never freed.
+    let first = unsafe { READERS.load(Ordering::Acquire).as_ref() };
+    // SAFETY: as above.
+    std::iter::successors(first, |r| unsafe { r.next.load(Ordering::Acquire).as_ref() })
+}
+
+/// A reading section: the table it found, valid until the section ends.
+/// Async-signal-safe; never held across a switch out of the function.
+pub(crate) struct Reading {
+    table: NonNull<Table>,
+    /// This thread's reader and the number that ends the section, unless it
+    /// is nested in another section of this thread.
+    end: Option<(&'static Reader, u64)>,
+}
+
+impl std::ops::Deref for Reading {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        // SAFETY: a table is freed only by `retire`, after every section
+        // that may have found it has ended (this one has not).
+        unsafe { self.table.as_ref() }
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        end_section(self.end);
+    }
+}
+
+fn end_section(end: Option<(&'static Reader, u64)>) {
+    if let Some((r, end)) = end {
+        r.seq.store(end, Ordering::Release);
+    }
+}
+
+/// Opens a reading section on this thread and returns the current table,
+/// or None if there is none (not built yet, or retired by a `dlclose`
+/// under way: the caller defers without reading anything), or the thread
+/// has no reader (it never launched, or is exiting). Async-signal-safe.
+#[inline]
+pub(crate) fn read() -> Option<Reading> {
+    let r = crate::thread::ts().reader.get()?;
+    let s = r.seq.load(Ordering::Relaxed);
+    let end = if s & 1 == 0 {
+        // The swap orders the mark before the load of the table (against
+        // `retire`'s unpublishing before its look at the marks).
+        r.seq.swap(s + 1, Ordering::SeqCst);
+        Some((r, s + 2))
+    } else {
+        None // inside a section this one interrupted: that one covers it
+    };
+    match NonNull::new(TABLE.load(Ordering::SeqCst)) {
+        Some(table) => Some(Reading { table, end }),
+        None => {
+            end_section(end);
+            None
+        }
+    }
+}
+
+/// Is this thread in a reading section? (For a handler that may be
+/// abandoned half-way, see [`abandon_reading`].)
+pub(crate) fn reading() -> bool {
+    crate::thread::ts().reader.get().is_some_and(|r| r.seq.load(Ordering::Relaxed) & 1 == 1)
+}
+
+/// Ends this thread's reading section without the guard, for a handler
+/// abandoned on a stack overflow (its frames are never returned to).
+pub(crate) fn abandon_reading() {
+    if let Some(r) = crate::thread::ts().reader.get() {
+        let s = r.seq.load(Ordering::Relaxed);
+        if s & 1 == 1 {
+            r.seq.store(s + 1, Ordering::Release);
+        }
+    }
+}
+
+/// Waits until no other thread is in a reading section that began before
+/// this call. Sections last microseconds (a handler's walk), unless their
+/// thread is descheduled: yield meanwhile. This thread's own is skipped:
+/// it can only be open here if `dlclose` was called from a signal handler
+/// that interrupted it, which `dlclose` does not allow.
+fn wait_for_readers() {
+    let me = crate::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
+    for r in readers().filter(|&r| !std::ptr::eq(r, me)) {
+        let s = r.seq.load(Ordering::SeqCst);
+        if s & 1 == 1 {
+            while r.seq.load(Ordering::Acquire) == s {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Publishes `new` (or nothing) in place of the current table, waits until
+/// no handler can still be reading the old one, and frees it. True if
+/// there was one. Called with the build lock held, outside any section.
+fn replace(new: Option<Box<Table>>) -> bool {
+    GENERATION.store(0, Ordering::SeqCst);
+    let gen = new.as_ref().map_or(0, |t| t.generation);
+    let old = TABLE.swap(new.map_or(std::ptr::null_mut(), Box::into_raw), Ordering::SeqCst);
+    GENERATION.store(gen, Ordering::SeqCst);
+    if old.is_null() {
+        return false;
+    }
+    wait_for_readers();
+    // SAFETY: published by `Box::into_raw` above (an earlier call), and
+    // unpublished now: no section can find it any more, and every one that
+    // could have has ended.
+    drop(unsafe { Box::from_raw(old) });
+    true
+}
+
+/// Retires the current table (there is none until the next build). True
+/// if there was one.
+fn retire() -> bool {
+    replace(None)
+}
+
+/// `dlclose`'s part: runs `close` (the real call) with no table published,
+/// so that no handler reads the code or unwind tables it unmaps, or finds
+/// another object mapped there later in their place; then builds the table
+/// again (outside any handler), so that functions running on other threads
+/// do not stay deferred until someone's next launch or resume. (Only if the
+/// runtime had a table: before it starts, the configuration must stay open
+/// to `Config::install`.)
+pub(crate) fn unloading<R>(close: impl FnOnce() -> R) -> R {
+    CLOSING.fetch_add(1, Ordering::SeqCst);
+    let _ = CLOSING_HERE.try_with(|c| c.set(c.get() + 1));
+    let had = {
+        let _g = lock_build();
+        retire()
+    };
+    let r = close();
+    let _ = CLOSING_HERE.try_with(|c| c.set(c.get() - 1));
+    CLOSING.fetch_sub(1, Ordering::SeqCst);
+    if had || stale() {
+        if let Ok(cfg) = crate::config::current() {
+            ensure(cfg);
+        }
+    }
+    r
+}
+
+/// In a forked child, which has only the forking thread: no other thread is
+/// reading or unloading there, whatever their marks said at the fork.
+pub(crate) fn after_fork() {
+    let me = crate::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
+    for r in readers().filter(|&r| !std::ptr::eq(r, me)) {
+        let s = r.seq.load(Ordering::Relaxed);
+        r.seq.store(s + (s & 1), Ordering::Relaxed);
+        r.taken.store(false, Ordering::Relaxed);
+    }
+    let here = CLOSING_HERE.try_with(Cell::get).unwrap_or(0);
+    CLOSING.store(here, Ordering::SeqCst);
+    if TABLE.load(Ordering::Acquire).is_null() {
+        STALE.store(true, Ordering::Relaxed); // retired by a `dlclose` of another thread
+    }
+}
 
 fn contains(ranges: &[Range], a: usize) -> bool {
     let i = ranges.partition_point(|r| r.1 <= a);
@@ -78,6 +332,12 @@ impl Table {
     /// table does not know (for frames found by unwinding). Async-signal-safe.
     pub(crate) fn is_deferred(&self, pc: usize) -> bool {
         self.must_defer(pc)
+    }
+
+    /// Its build's number, never reused: the key of what is derived from it.
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The unwind tables covering `pc`, if its object has them.
@@ -154,11 +414,11 @@ pub(crate) fn at_syscall_instruction(pc: usize) -> bool {
     unsafe { std::slice::from_raw_parts(pc as *const u8, 2) == [0x0F, 0x05] }
 }
 
-/// The current table, if built. Async-signal-safe.
-pub(crate) fn table() -> Option<&'static Table> {
-    let p = TABLE.load(Ordering::Acquire);
-    // SAFETY: tables are leaked, never freed, once published.
-    unsafe { p.as_ref() }
+/// The published table's generation, or 0 if there is none. Only compared:
+/// a walk memoised with this generation still holds. Async-signal-safe.
+#[inline]
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// Has the handler seen code the table does not know (a `dlopen` since it
@@ -173,23 +433,26 @@ pub(crate) fn lock_build() -> std::sync::MutexGuard<'static, ()> {
     BUILD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds the table on first use, and again after new code was seen.
+/// Builds the table on first use, and again after new code was seen. Not
+/// while a `dlclose` is under way: the last one to finish builds it.
 pub(crate) fn ensure(cfg: &Config) {
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
     }
+    // Not stopped while it holds the lock (a `dlclose` by the function's
+    // caller would wait for it forever), nor with the old table retired.
+    let _scope = crate::runtime::Scope::enter_from_c();
     let _g = lock_build();
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
     }
-    STALE.store(false, Ordering::Relaxed);
-    let t = Box::into_raw(Box::new(build(cfg)));
-    // Old tables are never freed, since a handler may still be reading one;
-    // they are kept in a list, not lost (valgrind counts them reachable).
-    let old = TABLE.swap(t, Ordering::AcqRel);
-    if !old.is_null() {
-        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(old as usize);
+    if CLOSING.load(Ordering::SeqCst) > 0 {
+        STALE.store(true, Ordering::Relaxed);
+        return;
     }
+    STALE.store(false, Ordering::Relaxed);
+    let gen = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+    replace(Some(Box::new(build(cfg, gen))));
     crate::flow::look_up(); // a C++ runtime may have come with the new code
 }
 
@@ -460,7 +723,7 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config) -> Vec<Range> {
     out
 }
 
-fn build(cfg: &Config) -> Table {
+fn build(cfg: &Config, generation: u64) -> Table {
     let me = build as *const () as usize;
     let mut deferred = Vec::new();
     let mut known = Vec::new();
@@ -475,7 +738,10 @@ fn build(cfg: &Config) -> Table {
             unwind.extend(o.exec.iter().map(|r| (*r, u)));
         }
         if o.is_main {
-            deferred.extend(executable_symbol_ranges(o.bias, cfg));
+            // Read once: the executable never changes, and reading and
+            // demangling its symbols takes milliseconds at every rebuild.
+            static MAIN: std::sync::OnceLock<Vec<Range>> = std::sync::OnceLock::new();
+            deferred.extend(MAIN.get_or_init(|| executable_symbol_ranges(o.bias, cfg)));
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
@@ -488,7 +754,7 @@ fn build(cfg: &Config) -> Table {
         }
     }
     unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
-    Table { deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader) }
+    Table { generation, deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader) }
 }
 
 #[cfg(test)]

@@ -139,6 +139,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     thread_key(); // assigns this thread's id, which resumes read directly
     // Before the timer: a thread counts as started once it has one.
     crate::unwind::prepare_thread()?;
+    ranges::prepare_thread()?;
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
@@ -151,7 +152,7 @@ fn on_own_stack(f: *const Frame) -> bool {
     let sp = stack_pointer();
     // SAFETY: `current` is a live frame while set.
     let f = unsafe { &*f };
-    sp >= f.stack_lo && sp < f.stack_hi
+    sp >= f.floor() && sp < f.stack_hi
 }
 
 /// A launch or resume while the thread's current function is not the code
@@ -189,7 +190,7 @@ fn left_by_longjmp(t: &ThreadState) -> *mut Frame {
         } else {
             // SAFETY: the parent is live while it runs `f`.
             let p = unsafe { &*parent };
-            sp >= p.stack_lo && sp < p.stack_hi
+            sp >= p.floor() && sp < p.stack_hi
         };
         if !in_caller {
             return cur; // a foreign stack: nothing to repair
@@ -342,6 +343,9 @@ impl<T> Inner<T> {
                 stack_lo: lo,
                 stack_hi: hi,
                 guard,
+                reserve: stack.reserve(),
+                reserve_open: Cell::new(false),
+                overflow_due: Cell::new(false),
                 parent: Cell::new(ptr::null_mut()),
                 fn_defer: Cell::new(0),
                 caller_defer: Cell::new(0),
@@ -367,6 +371,7 @@ impl<T> Inner<T> {
                 counts: crate::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
+                handler_reading: Cell::new(false),
                 handler_errno: Cell::new(0),
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
@@ -530,6 +535,20 @@ impl<T> Inner<T> {
     fn finish(&mut self, t: &ThreadState, r: CoroutineResult<Suspend, Outcome>, result: Option<T>) -> Status<T> {
         let stats = &t.stats;
         match r {
+            CoroutineResult::Yield(Suspend::Overflowed) => {
+                // Stopped right after the library call it overflowed in
+                // returned (see `overflow.rs`): abandoned like an overflow
+                // in its own code, all of its stack possibly live.
+                let f = self.frame();
+                crate::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::stack::HEADER);
+                // SAFETY: stopped at an arbitrary point of its own code, and
+                // never resumed: abandoning it leaks its heap objects, and
+                // its library call, having returned, holds no lock.
+                unsafe { self.co.as_mut().expect("unfinished").force_reset() };
+                self.abandon_stack(0);
+                bump(&stats.stack_overflows);
+                Status::Overflowed
+            }
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
                 if matches!(out, Outcome::Overflowed) {
@@ -559,9 +578,19 @@ impl<T> Inner<T> {
 
     fn recycle_stack(&mut self) {
         self.release_trap();
+        // SAFETY: read while the stack (and the frame in its header) is ours.
+        let reserve_open = self.co.is_some() && unsafe { self.frame.as_ref() }.reserve_open.get();
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
-            co.into_stack().recycle();
+            let stack = co.into_stack();
+            // It overflowed into its reserve and then finished all the same
+            // (left its library call by `longjmp`, say): guard the reserve
+            // again before the stack is reused, or give it up.
+            if reserve_open && !stack.close_reserve() {
+                stack.abandon(0);
+            } else {
+                stack.recycle();
+            }
         }
     }
 

@@ -1,9 +1,16 @@
-//! Stacks for preemptible functions: mmap'd, committed lazily, one guard page
+//! Stacks for preemptible functions: mmap'd, committed lazily, guarded
 //! below, and pooled per thread so a launch normally costs no system call.
+//!
+//! Below the usable stack lies a guarded *emergency reserve*, and below that
+//! one hard guard page. A function that overflows inside library code (a
+//! `printf` holding its `FILE` lock, `malloc` holding an arena lock) gets the
+//! reserve opened so that the library call can finish and release its locks;
+//! the overflow is reported when the call returns to the function's own code
+//! (see `overflow.rs`). Everywhere else an overflow is reported at once.
 //!
 //! Hand-written rather than corosensei's `DefaultStack` because we need a pool,
 //! guard pages that cost no extra VMA (`MADV_GUARD_INSTALL`, falling back to
-//! `mprotect`), and the guard range for the stack-overflow handler.
+//! `mprotect`), the reserve, and the guard range for the stack-overflow handler.
 
 use std::cell::RefCell;
 use std::io;
@@ -13,8 +20,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 
-/// `MADV_GUARD_INSTALL` (Linux 6.13); not in glibc 2.36 headers.
+/// `MADV_GUARD_INSTALL` and `MADV_GUARD_REMOVE` (Linux 6.13); not in glibc
+/// 2.36 headers.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
+const MADV_GUARD_REMOVE: libc::c_int = 103;
+/// The emergency reserve below each stack: room for a library call that
+/// overflowed to finish. glibc's functions keep their `alloca`s under 64 KiB
+/// (`__MAX_ALLOCA_CUTOFF`) and most frames are far smaller; address space
+/// only, never committed unless an overflow opens it.
+pub(crate) const RESERVE: usize = 64 * 1024;
 /// Stacks kept per thread for reuse.
 const POOL_PER_THREAD: usize = 64;
 /// Bytes reserved at the top of each stack for the runtime's per-function
@@ -50,7 +64,9 @@ pub fn abandoned_stacks() -> (usize, usize) {
     (ABANDONED_STACKS.load(Ordering::Relaxed), ABANDONED_BYTES.load(Ordering::Relaxed))
 }
 
-/// One mapping: `[low, low + guard)` is the guard, `[low + guard, high)` the stack.
+/// One mapping: `[low, low + page)` is the hard guard, then the reserve
+/// (`RESERVE` bytes, guarded until an overflow opens it), then the stack up
+/// to `high`.
 pub(crate) struct PooledStack {
     low: usize,
     high: usize,
@@ -74,7 +90,7 @@ impl PooledStack {
     }
 
     fn map(size: usize) -> io::Result<PooledStack> {
-        let guard = page_size();
+        let guard = page_size() + RESERVE;
         let len = size + guard;
         // SAFETY: anonymous private mapping at a kernel-chosen address; no
         // existing memory is affected.
@@ -111,17 +127,39 @@ impl PooledStack {
     }
 
     pub(crate) fn usable(&self) -> usize {
-        self.high - self.low - page_size()
+        self.high - self.low - page_size() - RESERVE
     }
 
-    /// Address range of the guard page (and the page above it, which an
-    /// overflowing frame touches first when it is larger than a page).
+    /// Address range guarded while the function runs: the hard guard page
+    /// and the reserve above it.
     pub(crate) fn guard(&self) -> (usize, usize) {
-        (self.low, self.low + page_size())
+        (self.low, self.low + page_size() + RESERVE)
+    }
+
+    /// Address range of the emergency reserve.
+    pub(crate) fn reserve(&self) -> (usize, usize) {
+        (self.low + page_size(), self.low + page_size() + RESERVE)
     }
 
     pub(crate) fn bounds(&self) -> (usize, usize) {
-        (self.low + page_size(), self.high - HEADER)
+        (self.low + page_size() + RESERVE, self.high - HEADER)
+    }
+
+    /// Guards the reserve again after [`open_reserve`] opened it (a function
+    /// that overflowed in a library call and then finished normally: its
+    /// stack goes back to the pool). False if that failed; the stack must
+    /// not be reused then.
+    pub(crate) fn close_reserve(&self) -> bool {
+        let (lo, hi) = self.reserve();
+        // SAFETY: the reserve lies inside our mapping and nothing runs on it
+        // any more (its function finished); its contents are dead.
+        unsafe {
+            if GUARD_MADVISE_WORKS.load(Ordering::Relaxed) {
+                libc::madvise(lo as *mut libc::c_void, hi - lo, MADV_GUARD_INSTALL) == 0
+            } else {
+                libc::mprotect(lo as *mut libc::c_void, hi - lo, libc::PROT_NONE) == 0
+            }
+        }
     }
 
     /// The reserved header above the usable stack (16-byte aligned).
@@ -165,6 +203,25 @@ impl PooledStack {
                 p.push(self);
             }
         });
+    }
+}
+
+/// Opens the reserve `[lo, hi)` of a running function's stack (see
+/// `PooledStack::reserve`) so that its pages can be touched. Async-signal-
+/// safe (one system call). False if the kernel refused.
+pub(crate) fn open_reserve(lo: usize, hi: usize) -> bool {
+    // SAFETY: `[lo, hi)` is the reserve of a mapping this module made; it is
+    // guarded, so nothing lives there, and making it ordinary memory affects
+    // only that range.
+    // Both ways: a stack mapped before `MADV_GUARD_INSTALL` was found not
+    // to work has guard markers, later ones are protected.
+    unsafe {
+        let removed = libc::madvise(lo as *mut libc::c_void, hi - lo, MADV_GUARD_REMOVE) == 0;
+        if GUARD_MADVISE_WORKS.load(Ordering::Relaxed) {
+            removed
+        } else {
+            libc::mprotect(lo as *mut libc::c_void, hi - lo, libc::PROT_READ | libc::PROT_WRITE) == 0
+        }
     }
 }
 

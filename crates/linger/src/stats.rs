@@ -43,6 +43,10 @@ pub struct Stats {
     /// Deferred deadlines taken exactly when the deferred call returned to
     /// the function's own code (a return trap), not by a timer retry.
     pub return_traps: u64,
+    /// Stack overflows inside library code that finished on the emergency
+    /// reserve before the function was abandoned (also counted in
+    /// `stack_overflows` when the caller receives them).
+    pub library_overflows: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -69,7 +73,7 @@ macro_rules! cells {
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
     cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
-    return_traps,
+    return_traps, library_overflows,
 }
 
 /// Counters of the calling thread.

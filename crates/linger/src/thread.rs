@@ -26,6 +26,9 @@ pub(crate) enum Suspend {
     Paused,
     /// Its deadline passed (taken in the signal handler or at a deferral exit).
     Preempted,
+    /// It overflowed its stack inside library code, which finished on the
+    /// emergency reserve (see `overflow.rs`): never resumed, abandoned.
+    Overflowed,
 }
 
 /// Signal handler runs, counted so that an interposed call can tell an
@@ -79,10 +82,19 @@ pub(crate) struct Frame {
     pub yielder: Cell<*const ()>,
     /// Stack address just below the runtime's entry frames: the stack scan stops here.
     pub entry_sp: Cell<usize>,
-    /// Usable stack bounds and guard page.
+    /// Usable stack bounds, and the guarded range below (hard guard page
+    /// and emergency reserve, see `stack.rs`).
     pub stack_lo: usize,
     pub stack_hi: usize,
     pub guard: (usize, usize),
+    /// The emergency reserve, and whether an overflow in library code
+    /// opened it (the stack then reaches down to `reserve.0`).
+    pub reserve: (usize, usize),
+    pub reserve_open: Cell<bool>,
+    /// It overflowed inside library code, which is finishing on the
+    /// reserve: it is abandoned as overflowed when that call returns to its
+    /// own code (its return trap), or at its next stop.
+    pub overflow_due: Cell<bool>,
     /// Enclosing running function on this thread (nesting).
     pub parent: Cell<*mut Frame>,
     /// The function's own critical depth while it is switched out.
@@ -146,6 +158,9 @@ pub(crate) struct Frame {
     pub handler_uc: Cell<usize>,
     pub handler_defer: Cell<u32>,
     pub handler_errno: Cell<i32>,
+    /// The thread was in a reading section of the table when that handler
+    /// began (see `ranges::abandon_reading`).
+    pub handler_reading: Cell<bool>,
     /// Lets the SIGSEGV handler abandon the coroutine after a stack overflow.
     pub trap: Cell<Option<CoroutineTrapHandler<Outcome>>>,
     /// Where the coroutine stores its return value (`*mut Option<T>`).
@@ -153,6 +168,18 @@ pub(crate) struct Frame {
     /// A panic raised by dropping the function before it started (see
     /// `runtime::Unstarted`), for the canceller to raise again.
     pub drop_panic: Cell<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+impl Frame {
+    /// The lowest address of the stack the function may use now.
+    #[inline]
+    pub(crate) fn floor(&self) -> usize {
+        if self.reserve_open.get() {
+            self.reserve.0
+        } else {
+            self.stack_lo
+        }
+    }
 }
 
 /// Thread-wide state.
@@ -184,6 +211,9 @@ pub(crate) struct ThreadState {
     pub shadow_blocked: Cell<bool>,
     /// This thread's unwind context (`unwind::Ctx`), or null.
     pub unwind_ctx: Cell<*mut ()>,
+    /// This thread's mark for reading the code table (`ranges::read`), or
+    /// None: the handler then reads nothing and defers.
+    pub reader: Cell<Option<&'static crate::ranges::Reader>>,
     pub stats: StatCells,
     /// Addresses of this thread's C++ exception globals and errno, or 0
     /// until first needed (see `flow`).
@@ -206,6 +236,7 @@ thread_local! {
             id: Cell::new(0),
             counts: SignalCounts::new(),
             unwind_ctx: Cell::new(ptr::null_mut()),
+            reader: Cell::new(None),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
             cxa_globals: Cell::new(0),

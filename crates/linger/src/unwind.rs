@@ -61,7 +61,8 @@ enum Step {
     Rules { deferred: bool, cfa_reg: u16, cfa_off: i64, rules: [Rule; NREGS] },
 }
 
-/// A direct-mapped cache of decoded steps, by table and address. A deep
+/// A direct-mapped cache of decoded steps, by table generation and address
+/// (a new table, built after code was loaded or unloaded, misses them all). A deep
 /// recursion repeats the same few return addresses thousands of times:
 /// decoding each from `.eh_frame` costs about 50-100 ns, a cache hit a few,
 /// and a walk of 260,000 frames (gnulib's stack overflow tests under
@@ -70,7 +71,8 @@ const CACHE: usize = 128;
 
 #[derive(Clone, Copy)]
 struct Entry {
-    table: usize,
+    /// The table's generation; 0: empty.
+    generation: u64,
     pc: usize,
     step: Step,
 }
@@ -81,6 +83,9 @@ pub(crate) struct Unwinder {
     ctx: Ctx,
     cache: [Entry; CACHE],
     memo: Memo,
+    /// A walk is under way: the SIGSEGV handler, which may interrupt one,
+    /// must not start another ([`walk_at_fault`]).
+    busy: bool,
 }
 
 /// Stack words a memoised walk may have read.
@@ -91,10 +96,12 @@ const MEMO_READS: usize = 24;
 /// (and of the table), so a walk from the same registers over the same words
 /// would find the same: a `pause()` in a loop compares a few words instead
 /// of walking (a walk costs it about 130 ns, the whole pause about 25).
+/// The comparison reads only the stack, so it needs no reading section of
+/// the table: it holds while the table it used is still the published one.
 #[derive(Clone, Copy)]
 struct Memo {
-    /// The table it used; 0: no memo.
-    table: usize,
+    /// The generation of the table it used; 0: no memo.
+    generation: u64,
     stack: (usize, usize, usize),
     /// The starting registers the outcome depended on (by DWARF number).
     init: u32,
@@ -167,8 +174,9 @@ impl Unwinder {
         // a Box (which frees it with that same layout).
         unsafe {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
+            std::ptr::addr_of_mut!((*p).busy).write(false);
             std::ptr::addr_of_mut!((*p).memo).write(Memo {
-                table: 0,
+                generation: 0,
                 stack: (0, 0, 0),
                 init: 0,
                 regs: [0; NREGS],
@@ -177,22 +185,33 @@ impl Unwinder {
             });
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
-                cache.add(i).write(Entry { table: 0, pc: 0, step: Step::Unknown { deferred: true } });
+                cache.add(i).write(Entry { generation: 0, pc: 0, step: Step::Unknown { deferred: true } });
             }
             Some(Box::from_raw(p))
         }
     }
 
+    /// Marks a walk as under way, for a signal handler of this thread to see
+    /// (the stores must stay where they are, around the walk).
+    #[inline]
+    fn set_busy(&mut self, busy: bool) {
+        use std::sync::atomic::{compiler_fence, Ordering};
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: a field of ours; volatile so it is neither elided nor merged.
+        unsafe { std::ptr::write_volatile(&mut self.busy, busy) };
+        compiler_fence(Ordering::SeqCst);
+    }
+
     /// The step for the return address (or interrupted PC) `at`.
     fn step(&mut self, table: &Table, at: usize) -> Step {
-        let key = table as *const Table as usize;
+        let generation = table.generation();
         let slot = (at ^ (at >> 7) ^ (at >> 14)) % CACHE;
         let e = &self.cache[slot];
-        if e.table == key && e.pc == at {
+        if e.generation == generation && e.pc == at {
             return e.step;
         }
         let step = decode(table, &mut self.ctx, at);
-        self.cache[slot] = Entry { table: key, pc: at, step };
+        self.cache[slot] = Entry { generation, pc: at, step };
         step
     }
 }
@@ -349,9 +368,54 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
     }
     // SAFETY: this thread's unwinder, used only by this thread's handler and
     // by `walk_here`, each inside a no-preemption scope (so neither runs
-    // while the other uses it).
+    // while the other uses it), and by `walk_at_fault`, which leaves it
+    // alone while `busy`.
     let u = unsafe { &mut *u };
-    walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None)
+    u.set_busy(true);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None);
+    u.set_busy(false);
+    chain
+}
+
+/// [`walk`] from the SIGSEGV handler, for a fault of the running function
+/// (see `overflow::finish_on_reserve`); None if a walk was interrupted by
+/// the fault (the unwinder is in use). Async-signal-safe.
+pub(crate) fn walk_at_fault(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize, first_deferred: bool) -> Option<Chain> {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    // SAFETY: this thread's unwinder; `busy` says no walk of this thread is
+    // under way below this handler (the preemption signal, blocked while
+    // this handler runs, starts no new one).
+    if u.is_null() || unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*u).busy)) } {
+        return None;
+    }
+    Some(walk(table, uc, lo, hi, entry, first_deferred))
+}
+
+/// `regs` of [`walk_here`] by DWARF number.
+fn full_regs(regs: [u64; 8]) -> [u64; NREGS] {
+    let mut full = [0u64; NREGS];
+    for (i, r) in [RA, RSP, 6, 3, 12, 13, 14, 15].into_iter().zip(regs) {
+        full[i] = r;
+    }
+    full
+}
+
+/// Would [`walk_here`] find the chain clear because its last clear walk,
+/// with the table still published, started from the same registers and
+/// read the same words? Reads only the stack (no reading section needed).
+#[inline]
+pub(crate) fn memo_clear(regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> bool {
+    let u = ts().unwind_ctx.get() as *const Unwinder;
+    if u.is_null() {
+        return false;
+    }
+    // SAFETY: as in `walk`.
+    let m = unsafe { &(*u).memo };
+    m.generation != 0
+        && m.generation == crate::ranges::generation()
+        && m.stack == (lo, hi, entry)
+        && same_bits(m.init, &m.regs, &full_regs(regs))
+        && m.reads[..m.n].iter().all(|&(a, v)| read(lo, hi, a) == Some(v))
 }
 
 /// [`walk`] from ordinary code: `regs` are rip, rsp, rbp, rbx, r12-r15 of
@@ -364,24 +428,15 @@ pub(crate) fn walk_here(table: &Table, regs: [u64; 8], lo: usize, hi: usize, ent
     }
     // SAFETY: as in `walk`.
     let u = unsafe { &mut *u };
-    let key = table as *const Table as usize;
-    let mut full = [0u64; NREGS];
-    for (i, r) in [RA, RSP, 6, 3, 12, 13, 14, 15].into_iter().zip(regs) {
-        full[i] = r;
-    }
-    let m = &u.memo;
-    if m.table == key
-        && m.stack == (lo, hi, entry)
-        && same_bits(m.init, &m.regs, &full)
-        && m.reads[..m.n].iter().all(|&(a, v)| read(lo, hi, a) == Some(v))
-    {
-        return Chain::Clear { trapped: false };
-    }
+    let full = full_regs(regs);
     let mut reads = Reads::new();
+    u.set_busy(true);
     let chain = walk_regs(table, u, full, lo, hi, entry, false, Some(&mut reads));
-    u.memo.table = 0;
+    u.set_busy(false);
+    u.memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
-        u.memo = Memo { table: key, stack: (lo, hi, entry), init: reads.init, regs: full, n: reads.n, reads: reads.words };
+        let generation = table.generation();
+        u.memo = Memo { generation, stack: (lo, hi, entry), init: reads.init, regs: full, n: reads.n, reads: reads.words };
     }
     chain
 }
@@ -506,7 +561,9 @@ struct Sections {
 
 fn sections(obj: &Object) -> Option<Sections> {
     // SAFETY: the header lies in a mapped, read-only segment of a loaded
-    // object (recorded when the table was built), mapped while it is loaded.
+    // object (recorded when the table was built), mapped while it is loaded;
+    // callers hold a reading section of that table, which `dlclose` waits
+    // for before it unloads anything (see `ranges::unloading`).
     let hdr_bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(obj.hdr as *const u8, obj.hdr_len) };
     let bases = BaseAddresses::default().set_eh_frame_hdr(obj.hdr as u64).set_text(obj.text.0 as u64);
     let hdr = EhFrameHdr::new(hdr_bytes, NativeEndian).parse(&bases, 8).ok()?;

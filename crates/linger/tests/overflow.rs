@@ -47,24 +47,23 @@ fn stack_overflow_is_reported_and_survived() {
     assert!(stdout.contains("child survived"));
 }
 
-/// The lowest usable address of the stack that `addr` is on, from
-/// /proc/self/maps: the guard page is either its own `---p` mapping below
-/// (mprotect) or the first page of the stack's mapping (MADV_GUARD_INSTALL).
+/// The lowest usable address of the running function's stack, as
+/// `pthread_getattr_np` reports it (linger's wrapper describes the
+/// function's own stack; the guarded range lies below it).
 fn stack_floor(addr: usize) -> usize {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let mut prev: Option<(usize, bool)> = None; // (end, inaccessible)
-    for line in maps.lines() {
-        let mut it = line.split_whitespace();
-        let (range, perms) = (it.next().unwrap(), it.next().unwrap());
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (usize::from_str_radix(a, 16).unwrap(), usize::from_str_radix(b, 16).unwrap());
-        if (a..b).contains(&addr) {
-            let guard_below = prev.is_some_and(|(end, none)| end == a && none);
-            return if guard_below { a } else { a + 4096 };
-        }
-        prev = Some((b, perms.starts_with("---")));
-    }
-    panic!("{addr:#x} is in no mapping");
+    // SAFETY: a zeroed attribute object filled by pthread_getattr_np and
+    // destroyed after use; the out-pointers are valid locals.
+    let (lo, size) = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+        let mut lo: *mut libc::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        assert_eq!(libc::pthread_attr_getstack(&attr, &mut lo, &mut size), 0);
+        libc::pthread_attr_destroy(&mut attr);
+        (lo as usize, size)
+    };
+    assert!((lo..lo + size).contains(&addr), "{addr:#x} is not on the reported stack {lo:#x}+{size:#x}");
+    lo
 }
 
 /// Descends with 256-byte frames until fewer than `room` bytes are left

@@ -24,6 +24,8 @@
 //! - [`child_env`]: with `linger-run --children`, every image the program
 //!   starts (`exec`, `posix_spawn`, `system`, `popen`) gets linger-run's
 //!   variables, which the program itself does not see;
+//! - [`loader`]: `dlclose`: the code table stops describing the code before
+//!   it is unmapped;
 //! - [`context`]: `setcontext`, `swapcontext` and the `longjmp` family:
 //!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
@@ -39,6 +41,7 @@ pub(crate) mod child_env;
 pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod io;
+pub(crate) mod loader;
 pub(crate) mod signals;
 pub(crate) mod sleep;
 pub(crate) mod stack;
@@ -91,6 +94,7 @@ pub(crate) fn prepare() {
     wait::prepare();
     signals::prepare();
     exec::prepare();
+    loader::prepare();
     context::prepare();
 }
 
