@@ -193,13 +193,23 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         Some(Chain::Deferred { patch: Some((slot, code)), .. }) => unsafe {
             crate::preempt::set_return_trap(f, slot, code)
         },
-        _ => false,
+        Some(Chain::Deferred { patch: None, .. }) => false,
+        // Its own code overflowed (or nothing says otherwise): abandoned now.
+        _ => return false,
     };
-    if trapped {
-        f.overflow_due.set(true);
-        bump(&ts().stats.library_overflows);
+    f.overflow_due.set(true);
+    if !trapped {
+        // Library code, but no trap could be set from here (the walk lost
+        // the chain at the faulting instruction, or the call reads its own
+        // return address): the deadline is due now, and the preemption
+        // handler's deferred-deadline path stops the function once it is
+        // back in its own code, as for any deadline that lands in libc.
+        let t = ts();
+        f.deadline.set(crate::thread::now_ns());
+        crate::preempt::retry_soon(t);
     }
-    trapped
+    bump(&ts().stats.library_overflows);
+    true
 }
 
 /// Writes `msg` then the decimal `n` then `tail` to stderr, without allocating.

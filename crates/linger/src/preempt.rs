@@ -407,16 +407,17 @@ fn judge_here(f: &Frame) -> Verdict {
     }
     let sp = rsp as usize;
     let entry = f.entry_sp.get();
-    if entry == 0 || sp < f.stack_lo || sp >= entry {
+    let lo = f.floor(); // below `stack_lo` once an overflow opened the reserve
+    if entry == 0 || sp < lo || sp >= entry {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
     // A `pause()` in a loop: the same chain as last time (no table read).
-    if memo_clear(regs, f.stack_lo, f.stack_hi, entry) {
+    if memo_clear(regs, lo, f.stack_hi, entry) {
         return Verdict::Stop { release: false };
     }
     let Some(table) = ranges::read() else { return NOT_NOW };
-    match Verdict::of(walk_here(&table, regs, f.stack_lo, f.stack_hi, entry)) {
+    match Verdict::of(walk_here(&table, regs, lo, f.stack_hi, entry)) {
         Some(v) => v,
         None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
         None => NOT_NOW,
@@ -738,10 +739,12 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     let g = &uc.uc_mcontext.gregs;
     let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
     let entry = frame.entry_sp.get();
-    if entry == 0 || sp < frame.stack_lo || sp >= entry {
+    // `floor`: with its reserve opened by an overflow in library code, the
+    // function runs below its usable stack until that code returns.
+    if entry == 0 || sp < frame.floor() || sp >= entry {
         return NOT_NOW;
     }
-    let (lo, hi) = (frame.stack_lo, frame.stack_hi);
+    let (lo, hi) = (frame.floor(), frame.stack_hi);
     let from = if table.must_defer(pc) {
         // Exception: the system call instruction of an interposed blocking
         // call (read, nanosleep, ...): the libc wrapper below the interposer
@@ -1127,7 +1130,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
 
 /// Arms the timer for the soonest worthwhile retry of a deadline that could
 /// not be taken now.
-fn retry_soon(ts: &ThreadState) {
+pub(crate) fn retry_soon(ts: &ThreadState) {
     let _ = timer::arm(ts, now_ns() + min_delay(ts));
 }
 
