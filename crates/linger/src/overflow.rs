@@ -175,16 +175,21 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
     if top < lo + WALK_STACK {
         return false;
     }
-    // A reading section (see `ranges.rs`): a `dlclose` on another thread
-    // waits for it before unmapping what the walk reads.
-    let Some(table) = crate::ranges::read() else { return false };
     if !crate::stack::open_reserve(lo, hi) {
         return false;
     }
     f.reserve_open.set(true);
     let pc = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
-    let first_deferred = table.must_defer(pc);
-    let walk = || crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred);
+    let walk = || {
+        // A reading section (see `ranges.rs`): a `dlclose` on another
+        // thread waits for it before unmapping what the walk reads. Opened
+        // and closed on the lent stack, with all the walk's state (under
+        // valgrind, which does not follow this switch, nothing the section
+        // leaves behind passes through the alternate stack).
+        let table = crate::ranges::read()?;
+        let first_deferred = table.must_defer(pc);
+        crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred)
+    };
     let chain = corosensei::on_stack(Lent { base: top, limit: lo }, walk);
     let trapped = match chain {
         Some(Chain::Deferred { trapped: true, .. }) => true,
