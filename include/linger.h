@@ -111,6 +111,12 @@ extern "C" {
 // `EDEADLK` (called from a signal handler, or from a Rust `Drop` run by a
 // panic: not allowed there, nothing was done).
 //
+// `pthread_exit` inside the function (or a cancellation of the thread
+// acted on there) unwinds the function, running its cleanup handlers, and
+// then ends the calling thread from this call (or from `linger_resume`)
+// with the same value, running the caller's handlers: as if the function
+// had been an ordinary call.
+//
 // Async-signal-safety: `linger_launch`, `linger_launch_opts`,
 // `linger_resume` and `linger_cancel` are not async-signal-safe and refuse
 // calls from a signal handler the program installed (`EDEADLK`).

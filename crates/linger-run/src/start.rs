@@ -2,7 +2,7 @@
 //! which runs the real one inside a preemptible function.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -19,52 +19,27 @@ static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
 static STATS: OnceLock<StatsTo> = OnceLock::new();
 static STATS_PID: AtomicI32 = AtomicI32::new(0);
 
-/// Set when `main` called `pthread_exit`: its value, for the real call.
-static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
-static MAIN_EXIT_VALUE: AtomicUsize = AtomicUsize::new(0);
-/// The main thread's counters at that moment (the process then ends on
-/// another thread, whose counters `print_stats` would otherwise read).
+/// The main thread's counters when it ended by `pthread_exit` (the process
+/// then ends on another thread, whose counters `print_stats` would
+/// otherwise read).
 static MAIN_STATS: std::sync::Mutex<Option<linger::Stats>> = std::sync::Mutex::new(None);
-static MAIN_TID: AtomicI32 = AtomicI32::new(0);
 
-type PthreadExit = unsafe extern "C-unwind" fn(*mut c_void) -> !;
-
-fn real_pthread_exit() -> PthreadExit {
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds glibc's.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_exit".as_ptr()) };
-    if p.is_null() {
-        say("cannot find glibc's pthread_exit");
-        // SAFETY: terminating the process is always allowed.
-        unsafe { libc::_exit(OWN_FAILURE) };
-    }
-    // SAFETY: glibc's pthread_exit has this signature.
-    unsafe { std::mem::transmute::<*mut c_void, PthreadExit>(p) }
+/// Runs as the main thread ends by `pthread_exit` (a thread-specific data
+/// destructor: glibc runs them there, and not at `exit`): keeps its counters.
+extern "C" fn keep_main_stats(_: *mut c_void) {
+    *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger::stats());
 }
 
-/// `pthread_exit` called by `main` itself: glibc ends the main thread by a
-/// forced unwind up to `__libc_start_main`, which would have to cross the
-/// stack switch and the runtime's frames. Instead `main` stops here (its
-/// stack is reclaimed: its cleanup handlers do not run), and the main thread
-/// calls the real `pthread_exit` from `preemptible_main`, whose frames unwind
-/// cleanly; the process then lives on until its last thread exits, as usual.
-/// Other threads, and calls outside `main`'s function, go straight to glibc.
-///
-/// # Safety
-/// Same contract as POSIX `pthread_exit`.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn pthread_exit(value: *mut c_void) -> ! {
-    // SAFETY: gettid has no preconditions.
-    let main_thread = unsafe { libc::gettid() } == MAIN_TID.load(Ordering::Relaxed);
-    if main_thread && linger::is_preemptible() {
-        MAIN_EXIT_VALUE.store(value as usize, Ordering::Relaxed);
-        MAIN_EXITED.store(true, Ordering::Release);
-        loop {
-            // A C-style stop: never unwound, only reclaimed.
-            linger::ffi::linger_pause();
+/// Has `keep_main_stats` run when the main thread ends by `pthread_exit`.
+fn watch_main_exit() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: creating a key with a destructor that takes its value, and
+    // giving this thread a non-null value for it (never dereferenced).
+    unsafe {
+        if libc::pthread_key_create(&mut key, Some(keep_main_stats)) == 0 {
+            libc::pthread_setspecific(key, 1 as *const c_void);
         }
     }
-    // SAFETY: forwarding to glibc.
-    unsafe { real_pthread_exit()(value) }
 }
 
 /// Exit status for our own failures (the program never ran), as `timeout(1)` does.
@@ -100,8 +75,6 @@ pub unsafe extern "C" fn __libc_start_main(
     // SAFETY: glibc's __libc_start_main has exactly this signature.
     let real: Start = unsafe { std::mem::transmute::<*mut c_void, Start>(real) };
     REAL_MAIN.store(main as usize, Ordering::Relaxed);
-    // SAFETY: gettid has no preconditions.
-    MAIN_TID.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     // SAFETY: forwarding _start's arguments, with our main in place of its
     // (C-unwind only so that `pthread_exit` may unwind it; same calling
     // convention).
@@ -163,6 +136,7 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
         // SAFETY: registering a handler that takes no arguments. Registered
         // before main runs, so it runs after the program's own handlers.
         unsafe { libc::atexit(print_stats) };
+        watch_main_exit();
     }
 
     let slice = opts.slice.unwrap_or(Duration::MAX);
@@ -190,14 +164,6 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
             linger::Linger::Poison => {
                 say(&format!("{name}: main() ended abnormally"));
                 return OWN_FAILURE;
-            }
-            linger::Linger::Continuation(_) if MAIN_EXITED.load(Ordering::Acquire) => {
-                *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger::stats());
-                job.cancel();
-                drop(job);
-                let value = MAIN_EXIT_VALUE.load(Ordering::Relaxed) as *mut c_void;
-                // SAFETY: ends the main thread the way main's own call would have.
-                unsafe { real_pthread_exit()(value) }
             }
             linger::Linger::Continuation(_) => {
                 if let Err(e) = linger::resume(&mut job, slice) {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::handles;
 use crate::runtime::Scope;
-use crate::{Builder, Cancelled, Error, Linger, Stats};
+use crate::{Builder, Cancelled, Ending, Error, Linger, Stats};
 
 /// A preemptible function as seen from C.
 ///
@@ -86,6 +86,16 @@ fn guarded<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     })
 }
 
+/// A launch from C ended: if its function ended by `pthread_exit` (which
+/// leaves it cancelled), the thread ends here, out of the Rust frames.
+#[inline(always)]
+fn ended(l: linger_t) -> linger_t {
+    if l.is_cancelled {
+        crate::exit::end_thread_if_due();
+    }
+    l
+}
+
 /// False, with `errno` `EDEADLK`, inside a signal handler of the program's
 /// (see `crate::refuse_in_signal_handler`).
 fn allowed_here() -> bool {
@@ -139,11 +149,18 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
     }
     guarded(NONE, || {
         let arg = SendPtr(arg);
+        // Called as "C-unwind": a `pthread_exit` inside unwinds the C
+        // function's frames and this one on its way to the function's base
+        // (`crate::exit`); as "C" the call would abort the process there.
+        // SAFETY: same calling convention; only the unwinding contract
+        // differs, and C code raises no Rust panics.
+        let func = unsafe { std::mem::transmute::<extern "C" fn(*mut c_void), unsafe extern "C-unwind" fn(*mut c_void)>(func) };
         let f = move || {
             let arg = arg;
-            func(arg.0)
+            // SAFETY: the C caller's function, called with its argument.
+            unsafe { func(arg.0) }
         };
-        match b.launch(f, timeout(timeout_us)) {
+        match b.launch_ending(f, timeout(timeout_us), Ending::ByCaller) {
             Ok(r) => {
                 let mut l = NONE;
                 publish(&mut l, r);
@@ -172,6 +189,12 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
 /// `EDEADLK` (called from a signal handler, or from a Rust `Drop` run by a
 /// panic: not allowed there, nothing was done).
 ///
+/// `pthread_exit` inside the function (or a cancellation of the thread
+/// acted on there) unwinds the function, running its cleanup handlers, and
+/// then ends the calling thread from this call (or from `linger_resume`)
+/// with the same value, running the caller's handlers: as if the function
+/// had been an ordinary call.
+///
 /// Async-signal-safety: `linger_launch`, `linger_launch_opts`,
 /// `linger_resume` and `linger_cancel` are not async-signal-safe and refuse
 /// calls from a signal handler the program installed (`EDEADLK`).
@@ -179,8 +202,8 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
 /// there. `linger_pause` and `linger_critical_begin`/`_end` belong to the
 /// function's own flow: don't call them from a handler.
 #[no_mangle]
-pub extern "C" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void) -> linger_t {
-    launch_with(func, timeout_us, arg, Builder::new())
+pub extern "C-unwind" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *mut c_void) -> linger_t {
+    ended(launch_with(func, timeout_us, arg, Builder::new()))
 }
 
 /// Like `linger_launch`, with options (`opts` may be NULL).
@@ -188,7 +211,7 @@ pub extern "C" fn linger_launch(func: Option<extern "C" fn(*mut c_void)>, timeou
 /// # Safety
 /// `opts` must be NULL or point to a readable `linger_opts_t`.
 #[no_mangle]
-pub unsafe extern "C" fn linger_launch_opts(
+pub unsafe extern "C-unwind" fn linger_launch_opts(
     func: Option<extern "C" fn(*mut c_void)>,
     timeout_us: u64,
     arg: *mut c_void,
@@ -204,7 +227,7 @@ pub unsafe extern "C" fn linger_launch_opts(
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }
-    launch_with(func, timeout_us, arg, b)
+    ended(launch_with(func, timeout_us, arg, b))
 }
 
 /// Continues a paused function for at most `timeout_us` microseconds (`0`
@@ -219,7 +242,7 @@ pub unsafe extern "C" fn linger_launch_opts(
 /// # Safety
 /// `l` must be NULL or point to a writable `linger_t`.
 #[no_mangle]
-pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32 {
+pub unsafe extern "C-unwind" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32 {
     // SAFETY: NULL or valid per the contract.
     let Some(l) = (unsafe { l.as_mut() }) else {
         set_errno(libc::EINVAL);
@@ -235,12 +258,12 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
     if !allowed_here() {
         return -1;
     }
-    guarded(-1, || {
+    let r = guarded(-1, || {
         let mut lease = match handles::lease(l.continuation) {
             Ok(x) => x,
             Err(r) => return refused(r),
         };
-        let res = crate::resume(lease.linger(), timeout(timeout_us)).map(|_| ());
+        let res = crate::resume_ending(lease.linger(), timeout(timeout_us), Ending::ByCaller).map(|_| ());
         if let Some(ended) = lease.end() {
             publish(l, ended);
         }
@@ -251,7 +274,11 @@ pub unsafe extern "C" fn linger_resume(l: *mut linger_t, timeout_us: u64) -> i32
                 -1
             }
         }
-    })
+    });
+    if l.is_cancelled {
+        crate::exit::end_thread_if_due();
+    }
+    r
 }
 
 /// Cancels a paused function and frees everything the runtime holds for it.

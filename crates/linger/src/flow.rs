@@ -13,7 +13,9 @@
 //!   caught exceptions and the count of uncaught ones), when libstdc++ or
 //!   libc++abi is loaded;
 //! - `errno`;
-//! - the thread's locale set with `uselocale`.
+//! - the thread's locale set with `uselocale`;
+//! - glibc's chain of cancellation buffers (`pthread_cleanup_push`), see
+//!   `exit.rs`.
 //!
 //! What cannot be swapped (Rust's panic count, tokio's runtime context) is
 //! described in `docs/safety.md`, "Thread-local state".
@@ -49,12 +51,15 @@ pub(crate) struct Saved {
     /// `locale_t`, or 0 for "whatever the thread has" (a function that has
     /// not run yet starts with its caller's locale, as a call would).
     locale: Cell<usize>,
+    /// Head of glibc's chain of cancellation buffers (0: none; a function
+    /// registers its own at its base as it starts).
+    chain: Cell<usize>,
 }
 
 impl Saved {
     /// A function that has not run: no exception caught, errno 0.
     pub(crate) const fn new() -> Saved {
-        Saved { cxa: [Cell::new(0), Cell::new(0)], errno: Cell::new(0), locale: Cell::new(0) }
+        Saved { cxa: [Cell::new(0), Cell::new(0)], errno: Cell::new(0), locale: Cell::new(0), chain: Cell::new(0) }
     }
 }
 
@@ -139,6 +144,7 @@ fn exchange(t: &ThreadState, out: &Saved, into: &Saved) {
         out.errno.set(*e);
         *e = into.errno.get();
     }
+    out.chain.set(crate::exit::exchange_chain(into.chain.get()));
     // SAFETY: a null argument only queries the thread's locale.
     let here = unsafe { libc::uselocale(std::ptr::null_mut()) } as usize;
     out.locale.set(here);

@@ -32,6 +32,7 @@
 mod clock;
 mod config;
 mod error;
+mod exit;
 mod fork;
 pub mod ffi;
 #[doc(hidden)]
@@ -255,9 +256,20 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.launch_ending(f, timeout, Ending::Here)
+    }
+
+    /// [`Builder::launch`], with the choice of where the thread ends if
+    /// the function calls `pthread_exit` (see `exit.rs`).
+    #[inline(always)]
+    pub(crate) fn launch_ending<T, F>(&self, f: F, timeout: Duration, ending: Ending) -> Result<Linger<T>, Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         let mut l = Linger::Continuation(Continuation { inner: self.create(f)? });
         if !timeout.is_zero() {
-            drive(&mut l, timeout)?;
+            drive(&mut l, timeout, ending)?;
         }
         Ok(l)
     }
@@ -299,7 +311,10 @@ impl Builder {
 /// microseconds in VMs, see `docs/safety.md`) are rounded up to it. Inside
 /// another preemptible function, the inner deadline never extends past the
 /// outer one. A panic in `f` propagates to the caller and leaves nothing
-/// behind.
+/// behind. A `pthread_exit` inside `f` (from C code it calls) unwinds `f`
+/// and then ends the thread from this call or from [`resume`], unwinding
+/// the caller in turn: on a `std::thread` that aborts, as `pthread_exit`
+/// does there without linger.
 ///
 /// `f` must own what it uses (`'static`): a function that runs out of time
 /// may be cancelled at any instruction, and data it borrowed could then be
@@ -325,13 +340,20 @@ where
 /// function propagates to the caller and leaves [`Linger::Poison`].
 #[inline]
 pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>, Error> {
+    resume_ending(l, timeout, Ending::Here)
+}
+
+/// [`resume`], with the choice of where the thread ends if the function
+/// calls `pthread_exit` (see `exit.rs`).
+#[inline(always)]
+pub(crate) fn resume_ending<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<&mut Linger<T>, Error> {
     match l {
         Linger::Completion(_) => Ok(l),
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(_) => {
             refuse_in_signal_handler()?;
             runtime::init_thread()?;
-            drive(l, timeout)?;
+            drive(l, timeout, ending)?;
             Ok(l)
         }
     }
@@ -352,7 +374,7 @@ pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
 /// code and the switch inside `Inner::resume` costs a mispredicted return
 /// after each switch (see `preempt::pause`).
 #[inline(always)]
-fn drive<T>(l: &mut Linger<T>, timeout: Duration) -> Result<(), Error> {
+fn drive<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<(), Error> {
     let Linger::Continuation(c) = l else { return Ok(()) };
     let status = c.inner.resume(timeout);
     match status? {
@@ -369,7 +391,27 @@ fn drive<T>(l: &mut Linger<T>, timeout: Duration) -> Result<(), Error> {
             let Linger::Continuation(c) = std::mem::replace(l, Linger::Poison) else { unreachable!() };
             Err(Error::StackOverflow { stack_size: c.inner.stack_size })
         }
+        Some(Status::Exited) => {
+            // The function called `pthread_exit` (or its thread was
+            // cancelled in it): the thread ends here, as it would have
+            // without the function between (see `exit.rs`).
+            *l = Linger::Poison;
+            if ending == Ending::Here {
+                exit::end_thread_if_due();
+            }
+            Ok(())
+        }
     }
+}
+
+/// Where a thread ends whose function ended by `pthread_exit`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// In the Rust API call that saw it.
+    Here,
+    /// In the C API call, once out of its Rust frames (the forced unwind
+    /// must not meet `ffi::guarded`'s `catch_unwind`, which would abort).
+    ByCaller,
 }
 
 /// Starts the runtime now instead of at the first launch: installs the signal

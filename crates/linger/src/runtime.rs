@@ -249,6 +249,9 @@ pub(crate) enum Status<T> {
     Completed(T),
     Panicked(Box<dyn std::any::Any + Send>),
     Overflowed,
+    /// Ended by `pthread_exit` or cancellation; the thread is to end too
+    /// (`ThreadState::exit_pending`, see `exit.rs`).
+    Exited,
 }
 
 /// The user's function while it has not started. Cancelling it then drops
@@ -290,11 +293,13 @@ fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: Unstarted<F>
     let fr = unsafe { &*frame };
     fr.yielder.set(y as *const Yield as *const ());
     landed(t);
-    let r = catch_unwind(AssertUnwindSafe(|| enter_user(fr, f)));
+    // The base of the function for glibc's thread exits (see `exit.rs`).
+    let r = catch_unwind(AssertUnwindSafe(|| crate::exit::with_base(|| enter_user(fr, f))));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
     match r {
-        Ok(v) => {
+        Ok(None) => Outcome::Exited(crate::exit::exit_value(fr)),
+        Ok(Some(v)) => {
             // SAFETY: `result` points at the continuation's `Option<T>` slot.
             unsafe { *(fr.result.get() as *mut Option<T>) = Some(v) };
             Outcome::Value
@@ -306,8 +311,11 @@ fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: Unstarted<F>
 }
 
 /// Records where the runtime's frames end (the stack scan stops there) and
-/// calls the user's function one frame further down.
-#[inline(never)]
+/// calls the user's function one frame further down. Inlined into
+/// `exit::run`, the frame that `exit::with_base`'s assembly calls: every
+/// frame on a function's stack costs its switches back (the return-address
+/// predictor holds only so many calls across the stack switch).
+#[inline(always)]
 fn enter_user<T, F: FnOnce() -> T>(fr: &Frame, f: F) -> T {
     fr.entry_sp.set(stack_pointer());
     let v = call_user(f);
@@ -377,6 +385,7 @@ impl<T> Inner<T> {
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
                 flow: crate::flow::Saved::new(),
+                exit_value: Cell::new(None),
                 caller_flow: crate::flow::Saved::new(),
             })
         };
@@ -570,6 +579,10 @@ impl<T> Inner<T> {
                     Outcome::Overflowed => {
                         bump(&stats.stack_overflows);
                         Status::Overflowed
+                    }
+                    Outcome::Exited(v) => {
+                        t.exit_pending.set(Some(v));
+                        Status::Exited
                     }
                 }
             }

@@ -197,7 +197,7 @@ impl<T> Slot<T> {
             Linger::Continuation(_) => {}
         }
         crate::runtime::init_thread()?;
-        match drive(&mut st, timeout) {
+        match drive(&mut st, timeout, crate::Ending::Here) {
             Err(Error::StackOverflow { stack_size }) => overflow_abort(stack_size),
             r => r,
         }

@@ -19,6 +19,9 @@ pub(crate) enum Outcome {
     Value,
     Panicked(Box<dyn std::any::Any + Send + 'static>),
     Overflowed,
+    /// Ended by `pthread_exit` (with this value) or by cancellation: its
+    /// frames were unwound by glibc (see `exit.rs`).
+    Exited(usize),
 }
 
 /// A resume hands the function the state of the thread that resumed it, so

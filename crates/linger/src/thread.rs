@@ -151,6 +151,8 @@ pub(crate) struct Frame {
     /// Its C++ exception globals, errno and locale while it is stopped, and
     /// its caller's while it runs (see `flow`).
     pub flow: crate::flow::Saved,
+    /// The value this function passed to `pthread_exit` (see `exit.rs`).
+    pub exit_value: Cell<Option<usize>>,
     pub caller_flow: crate::flow::Saved,
     /// The preemption handler running on this function's stack, if any: its
     /// signal context, and the scope depth and errno it found, so the SIGSEGV
@@ -219,6 +221,9 @@ pub(crate) struct ThreadState {
     /// until first needed (see `flow`).
     pub cxa_globals: Cell<usize>,
     pub errno_at: Cell<usize>,
+    /// A function on this thread ended by `pthread_exit` or cancellation:
+    /// the value to end the thread with from the caller's side (`exit.rs`).
+    pub exit_pending: Cell<Option<usize>>,
 }
 
 thread_local! {
@@ -241,6 +246,7 @@ thread_local! {
             stats: StatCells::new(),
             cxa_globals: Cell::new(0),
             errno_at: Cell::new(0),
+            exit_pending: Cell::new(None),
         }
     };
 }

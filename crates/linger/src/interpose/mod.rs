@@ -29,7 +29,9 @@
 //! - [`context`]: `setcontext`, `swapcontext` and the `longjmp` family:
 //!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
-//!   really on.
+//!   really on;
+//! - [`exit`]: `pthread_exit` inside a function tells the function's base
+//!   its value (`crate::exit`).
 //!
 //! Every blocking wrapper marks its call with [`blocking`], so the handler may
 //! stop the function at the system call instruction itself, where the libc
@@ -40,6 +42,7 @@ pub(crate) mod child;
 pub(crate) mod child_env;
 pub(crate) mod context;
 pub(crate) mod exec;
+pub(crate) mod exit;
 pub(crate) mod io;
 pub(crate) mod loader;
 pub(crate) mod signals;
@@ -96,6 +99,7 @@ pub(crate) fn prepare() {
     exec::prepare();
     loader::prepare();
     context::prepare();
+    crate::exit::prepare();
 }
 
 pub(crate) fn set_errno(e: c_int) {
