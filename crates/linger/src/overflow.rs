@@ -157,6 +157,14 @@ unsafe impl corosensei::stack::Stack for Lent {
     }
 }
 
+/// What faulted in the reserve.
+enum Fault {
+    /// The entry of the preemption handler.
+    OurHandler,
+    /// The function's code, with this call chain.
+    Chain(Chain),
+}
+
 /// An overflow of the running function `f` at `addr` (registers in `uc`):
 /// if it faulted in the reserve with library code on its call chain, opens
 /// the reserve and sets the return trap that ends the function when that
@@ -187,10 +195,21 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         // valgrind, which does not follow this switch, nothing the section
         // leaves behind passes through the alternate stack).
         let table = crate::ranges::read()?;
+        if crate::unwind::function_start(&table, pc) == Some(crate::preempt::handler_entry()) {
+            return Some(Fault::OurHandler);
+        }
         let first_deferred = table.must_defer(pc);
-        crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred)
+        crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred).map(Fault::Chain)
     };
-    let chain = corosensei::on_stack(Lent { base: top, limit: lo }, walk);
+    let chain = match corosensei::on_stack(Lent { base: top, limit: lo }, walk) {
+        // The preemption handler, entered with the stack at its very end,
+        // faulted in its first instructions, before `handler_out_of_stack`
+        // could know it: it runs on the reserve, and decides as usual (a
+        // deadline near the end of the stack is never fatal).
+        Some(Fault::OurHandler) => return true,
+        Some(Fault::Chain(c)) => Some(c),
+        None => None,
+    };
     let trapped = match chain {
         Some(Chain::Deferred { trapped: true, .. }) => true,
         // SAFETY: the slot was found on `f`'s live call chain just now, and

@@ -122,6 +122,14 @@ pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
         if sigaction(signo, &sa, std::ptr::null_mut()) != 0 {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
+        // Where every handler returns to: libc's `rt_sigreturn` stub, which
+        // libc installed as the restorer (the walk must not go past it).
+        let mut got: libc::sigaction = std::mem::zeroed();
+        if sigaction(signo, std::ptr::null(), &mut got) == 0 {
+            if let Some(r) = got.sa_restorer {
+                crate::unwind::note_sigreturn(r as usize);
+            }
+        }
     }
     Ok(())
 }
@@ -908,13 +916,16 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
 fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
+    let sigreturn = crate::unwind::sigreturn();
     let mut a = (from + 7) & !7;
     while a < entry {
         // SAFETY: [from, entry) is the live part of the function's own stack,
         // mapped and readable.
         let w = unsafe { *(a as *const usize) };
-        // A trap address stands for a deferred call's return address.
-        if table.deferred_return_address(w) || crate::return_trap::original(w).is_some() {
+        // A trap address stands for a deferred call's return address; the
+        // `rt_sigreturn` stub (no call precedes it) for a signal handler's
+        // frame, maybe the program's, whose mask the caller would get.
+        if table.deferred_return_address(w) || crate::return_trap::original(w).is_some() || (w == sigreturn && w != 0) {
             return false;
         }
         a += 8;
@@ -937,6 +948,12 @@ fn from_our_timer(info: &libc::siginfo_t) -> bool {
     // whose first field is the `int` timer id at that offset.
     let id = unsafe { *((info as *const libc::siginfo_t as *const u8).add(16) as *const i32) };
     id == ts().timer.get()
+}
+
+/// The preemption handler's address, for the SIGSEGV handler to tell a
+/// fault at its entry (see `overflow::finish_on_reserve`).
+pub(crate) fn handler_entry() -> usize {
+    on_timer as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize
 }
 
 /// The preemption signal handler.

@@ -355,6 +355,19 @@ pub(crate) enum Chain {
     Unknown,
 }
 
+/// libc's `rt_sigreturn` stub, where signal handlers return (0: unknown).
+static SIGRETURN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Records libc's `rt_sigreturn` stub (see [`walk`]).
+pub(crate) fn note_sigreturn(addr: usize) {
+    SIGRETURN.store(addr, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// libc's `rt_sigreturn` stub, or 0 if not known yet.
+pub(crate) fn sigreturn() -> usize {
+    SIGRETURN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Walks the interrupted function's call chain, from the interrupted point
 /// (registers in `uc`) up to its entry at `entry`, within its stack
 /// `[lo, hi)`. `first_deferred` says whether the interrupted frame itself
@@ -475,12 +488,20 @@ fn walk_regs(
     // Deep enough for any real recursion within the default 8 MiB stack of
     // main (a frame is at least 16 bytes); the cost is bounded by the
     // handler's retry rule (it never retries sooner than twice its cost).
+    let sigreturn = SIGRETURN.load(std::sync::atomic::Ordering::Relaxed);
     for _ in 0..(1 << 19) {
         let sp = regs[RSP] as usize;
         if sp >= entry {
             break;
         }
         let pc = regs[RA] as usize;
+        if !first && pc == sigreturn && pc != 0 {
+            // The frame above is a signal handler's (the program's, run on
+            // the function's stack): never stopped inside it, where the
+            // thread's mask is the handler's (the caller would get it), nor
+            // trapped; the timer tries again once `rt_sigreturn` is done.
+            return Chain::Deferred { patch: None, trapped };
+        }
         // A return address points after its call: look up the call itself.
         let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
         if let Some(r) = reads.as_deref_mut() {
