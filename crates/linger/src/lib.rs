@@ -422,6 +422,22 @@ pub fn init() -> Result<(), Error> {
     runtime::init().map(|_| ())
 }
 
+/// Names code of the program that must not be preempted, for libraries
+/// built on linger: an async runtime names its scheduler, whose per-thread
+/// state (a run queue behind a `RefCell`, a driver behind a `Mutex`) the
+/// caller of a function stopped there would find half-changed. Each rule is
+/// a Rust path prefix and whether code under it is deferred (`true`) or
+/// preemptible (`false`, for exceptions inside a deferred path that run the
+/// program's code); among the rules matching a function's own path (for
+/// `<T as Trait>::f`, `T`'s), the longest decides. As with `std`'s deferred
+/// parts, a deadline that finds such a frame anywhere on the function's call
+/// chain waits for it to return. Rules apply to the executable's symbols;
+/// they take effect at the next launch or resume, which reads the symbol
+/// table again (milliseconds, once per change). See `docs/safety.md`.
+pub fn defer_paths(rules: &[(&str, bool)]) {
+    ranges::add_path_rules(rules);
+}
+
 /// For linger-run's `--children`: from now on every image the program starts
 /// (`exec` family, `posix_spawn`, `system`, `popen`) gets `preload` in front
 /// of its `LD_PRELOAD` and the `(name, value)` variables, which the program's

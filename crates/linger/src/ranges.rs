@@ -498,8 +498,14 @@ fn loaded_objects() -> Vec<Object_> {
     v
 }
 
-/// Names (demangled) of executable functions that must not be preempted.
-pub(crate) fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
+#[cfg(test)]
+fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
+    symbol_must_defer_with(name, cfg, &[])
+}
+
+/// Names (demangled) of executable functions that must not be preempted,
+/// with the path rules of libraries built on linger.
+fn symbol_must_defer_with(name: &str, cfg: &Config, rules: &[(String, Verdict)]) -> bool {
     if cfg.defer_symbols.iter().any(|p| name.contains(p.as_str())) {
         return true;
     }
@@ -507,6 +513,10 @@ pub(crate) fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
         return true;
     }
     let (lead, at) = self_path(name);
+    // Rules of the libraries built on linger (see `defer_paths`).
+    if let Some((_, v)) = rules.iter().filter(|(p, _)| lead.starts_with(p.as_str())).max_by_key(|(p, _)| p.len()) {
+        return *v == Defer;
+    }
     if !LIBRARY.iter().any(|c| lead.starts_with(c)) {
         return false; // the program's own code (or another crate's)
     }
@@ -518,6 +528,35 @@ pub(crate) fn symbol_must_defer(name: &str, cfg: &Config) -> bool {
     // (Symbols of std's own crate name their type arguments; the program's
     // instances of std generics name none, and hold its own data.)
     std_paths(name).any(|(i, p)| i != at && std_verdict(p) == Defer)
+}
+
+/// Path rules added by libraries built on linger ([`crate::defer_paths`]),
+/// and how many times they changed.
+static PATH_RULES: Mutex<(u64, Vec<(String, Verdict)>)> = Mutex::new((0, Vec::new()));
+
+/// Adds path rules; the table is rebuilt at the next launch or resume.
+pub(crate) fn add_path_rules(rules: &[(&str, bool)]) {
+    let mut r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut changed = false;
+    for &(p, defer) in rules {
+        let v = if defer { Defer } else { Preempt };
+        match r.1.iter_mut().find(|(q, _)| q == p) {
+            Some((_, w)) if *w == v => {}
+            Some((_, w)) => {
+                *w = v;
+                changed = true;
+            }
+            None => {
+                r.1.push((p.to_owned(), v));
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        r.0 += 1;
+        drop(r);
+        STALE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Symbols of the language runtimes' support code, by name prefix: Rust's
@@ -696,7 +735,7 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
-fn executable_symbol_ranges(bias: usize, cfg: &Config) -> Vec<Range> {
+fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> Vec<Range> {
     let Ok(data) = std::fs::read("/proc/self/exe") else { return Vec::new() };
     let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
     let mut out = Vec::new();
@@ -710,7 +749,7 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config) -> Vec<Range> {
                 Ok(d) => format!("{d:#}"),
                 Err(_) => raw.to_owned(),
             };
-            if symbol_must_defer(&name, cfg) {
+            if symbol_must_defer_with(&name, cfg, rules) {
                 let a = bias + s.address() as usize;
                 out.push((a, a + s.size() as usize));
             }
@@ -740,8 +779,23 @@ fn build(cfg: &Config, generation: u64) -> Table {
         if o.is_main {
             // Read once: the executable never changes, and reading and
             // demangling its symbols takes milliseconds at every rebuild.
-            static MAIN: std::sync::OnceLock<Vec<Range>> = std::sync::OnceLock::new();
-            deferred.extend(MAIN.get_or_init(|| executable_symbol_ranges(o.bias, cfg)));
+            // Again only when a library built on linger added path rules.
+            static MAIN: Mutex<Option<(u64, std::sync::Arc<Vec<Range>>)>> = Mutex::new(None);
+            let (version, rules) = {
+                let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
+                (r.0, r.1.clone())
+            };
+            let mut main = MAIN.lock().unwrap_or_else(|e| e.into_inner());
+            let ranges = match &*main {
+                Some((v, ranges)) if *v == version => ranges.clone(),
+                _ => {
+                    let ranges = std::sync::Arc::new(executable_symbol_ranges(o.bias, cfg, &rules));
+                    *main = Some((version, ranges.clone()));
+                    ranges
+                }
+            };
+            drop(main);
+            deferred.extend(ranges.iter().copied());
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
@@ -763,6 +817,25 @@ mod tests {
 
     fn defers(name: &str) -> bool {
         symbol_must_defer(name, &Config::default())
+    }
+
+    /// Path rules of an upper crate: the longest prefix decides, on the
+    /// symbol's own path (not its type arguments).
+    #[test]
+    fn path_rules_decide_by_longest_prefix() {
+        let rules = vec![
+            ("tokio::runtime::".to_owned(), Defer),
+            ("tokio::sync::".to_owned(), Defer),
+            ("tokio::sync::once_cell::OnceCell<T>::get_or_init".to_owned(), Preempt),
+        ];
+        let d = |n: &str| symbol_must_defer_with(n, &Config::default(), &rules);
+        assert!(d("tokio::runtime::context::defer"));
+        assert!(d("<tokio::runtime::scheduler::defer::Defer>::defer"));
+        assert!(d("<tokio::sync::batch_semaphore::Semaphore as core::fmt::Debug>::fmt"));
+        assert!(!d("tokio::sync::once_cell::OnceCell<T>::get_or_init::{{closure}}"));
+        assert!(!d("<tokio::time::timeout::Timeout<T> as core::future::future::Future>::poll"));
+        assert!(!d("myapp::serve::<tokio::runtime::handle::Handle>"));
+        assert!(!d("core::ptr::drop_in_place<tokio::runtime::task::join::JoinHandle<u8>>"));
     }
 
     /// Demangled names as they appear in a test binary: std's own symbols
