@@ -1,0 +1,221 @@
+//! [`Preemptible`]: a future polled inside a preemptible function.
+//!
+//! The whole polling loop of the inner future runs in one `linger` function:
+//! poll the inner future; if it is pending, `pause()` back to the outer
+//! poll. Each outer poll resumes that loop for at most the slice:
+//!
+//! - the loop paused (the inner future is pending, with our waker
+//!   registered): the outer poll returns `Pending`;
+//! - the slice ran out in the middle of an inner poll: the outer poll wakes
+//!   its own task and returns `Pending`, so that the executor runs the other
+//!   runnable tasks before this one again (libturquoise's requeue);
+//! - the loop returned: `Ready`.
+//!
+//! **Wakers.** The inner future never sees an outer `Context`: a poll
+//! stopped by its slice would keep it across outer polls, and the executor
+//! builds it anew for each (tokio on its stack). The inner future gets a
+//! waker of our own, fixed for its whole life, that wakes whatever task last
+//! polled us (an `AtomicWaker`, registered at every outer poll).
+//!
+//! **Threads.** A poll stopped at an arbitrary instruction may hold the
+//! address of a thread-local of the thread it ran on (compilers compute such
+//! addresses once per function), so it resumes only on that thread. At a
+//! pause the inner poll has returned: only the loop's own frames (which use
+//! no thread-local) and linger's pause (which takes the thread afresh) are
+//! live, so the loop may resume on any thread (a migratable function,
+//! resumed elsewhere only when at rest). An executor that polls a stopped
+//! poll from another thread (work stealing) gets `Pending`, and the task
+//! waits for its thread (see `home.rs`): counted as `misplaced`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use linger::{Builder, Linger};
+
+use crate::home::{self, Home};
+
+/// What the outer future and the loop inside the function share.
+struct Shared {
+    /// The task that polled us last.
+    outer: AtomicWaker,
+    /// The loop is paused between inner polls (not stopped inside one).
+    at_rest: AtomicBool,
+}
+
+impl Wake for Shared {
+    fn wake(self: Arc<Self>) {
+        self.outer.wake();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.outer.wake();
+    }
+}
+
+/// Counters of one preemptible future.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PollStats {
+    /// Outer polls.
+    pub polls: u64,
+    /// Outer polls whose slice ran out in the middle of an inner poll.
+    pub preemptions: u64,
+    /// Outer polls on another thread than the one the stopped inner poll
+    /// ran on: not resumed (see the module's doc).
+    pub misplaced: u64,
+}
+
+/// A future polled in slices of at most `slice` per outer poll (see
+/// [`preemptible`]).
+#[must_use = "futures do nothing unless polled"]
+pub struct Preemptible<T: Send + 'static> {
+    /// `None` until the first poll, and after completion.
+    body: Option<Linger<T>>,
+    /// The inner future until the first poll.
+    start: Option<Box<dyn FnOnce(Arc<Shared>) -> Result<Linger<T>, linger::Error> + Send>>,
+    shared: Arc<Shared>,
+    slice: Duration,
+    /// The thread the inner poll was stopped on.
+    home: Option<Arc<Home>>,
+    /// Outer polls misplaced in a row.
+    misses: u32,
+    stats: PollStats,
+}
+
+/// Runs `fut` in time slices: each poll of the returned future polls `fut`
+/// for at most `slice` (rounded up to linger's minimum, tens of
+/// microseconds), then returns `Pending` after waking its own task, so that
+/// the executor runs its other tasks before resuming this one where it
+/// stopped. Works on any executor.
+///
+/// `fut` must be `Send + 'static`, as for `tokio::spawn`: a future that
+/// is dropped while stopped in the middle of a poll is reclaimed without
+/// running its destructors (see `linger`'s `docs/safety.md`), so it must
+/// own what it uses. Dropped while waiting (pending between polls), it is
+/// unwound and its destructors run.
+///
+/// A panic in `fut` propagates out of the poll that runs into it.
+pub fn preemptible<F>(fut: F, slice: Duration) -> Preemptible<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    crate::rules::install();
+    let shared = Arc::new(Shared { outer: AtomicWaker::new(), at_rest: AtomicBool::new(false) });
+    let start = move |shared: Arc<Shared>| {
+        let body = move || {
+            let mut fut = std::pin::pin!(fut);
+            let waker = Waker::from(shared.clone());
+            let mut cx = Context::from_waker(&waker);
+            loop {
+                if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                    return v;
+                }
+                shared.at_rest.store(true, Ordering::Relaxed);
+                linger::pause();
+                shared.at_rest.store(false, Ordering::Relaxed);
+            }
+        };
+        // SAFETY (migratable): the function is resumed on another thread
+        // than the one it stopped on only while `at_rest`, that is at the
+        // `pause()` above. Then the frames of the inner poll have returned;
+        // the loop's own frame holds no thread-local address (it reads
+        // none), and `pause` takes the thread it is resumed on afresh.
+        unsafe { Builder::new().migratable(true) }.launch(body, Duration::ZERO)
+    };
+    Preemptible {
+        body: None,
+        start: Some(Box::new(start)),
+        shared,
+        slice,
+        home: None,
+        misses: 0,
+        stats: PollStats::default(),
+    }
+}
+
+/// `fut.preemptible(slice)` for [`preemptible`]`(fut, slice)`.
+pub trait PreemptibleExt: Future + Send + Sized + 'static
+where
+    Self::Output: Send + 'static,
+{
+    /// See [`preemptible`].
+    fn preemptible(self, slice: Duration) -> Preemptible<Self::Output> {
+        preemptible(self, slice)
+    }
+}
+
+impl<F> PreemptibleExt for F
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+}
+
+impl<T: Send + 'static> Preemptible<T> {
+    /// This future's counters so far.
+    pub fn stats(&self) -> PollStats {
+        self.stats
+    }
+}
+
+// The inner future lives on the function's own stack, never moved: the
+// outer future holds only handles to it.
+impl<T: Send + 'static> Unpin for Preemptible<T> {}
+
+impl<T: Send + 'static> Future for Preemptible<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = &mut *self;
+        this.stats.polls += 1;
+        this.shared.outer.register(cx.waker());
+        if let Some(start) = this.start.take() {
+            match start(this.shared.clone()) {
+                Ok(l) => this.body = Some(l),
+                Err(e) => panic!("turquoise: cannot start a preemptible future: {e}"),
+            }
+        }
+        let Some(body) = this.body.as_mut() else {
+            panic!("turquoise: `Preemptible` polled after completion");
+        };
+        // Tasks of this thread that were polled elsewhere come back.
+        home::drain_here();
+        if let Some(home) = this.home.as_ref().filter(|h| !home::is_here(h)) {
+            if body.is_continuation() && !this.shared.at_rest.load(Ordering::Relaxed) {
+                // Stopped in the middle of an inner poll on another thread:
+                // wait for that thread (see `home.rs`).
+                this.stats.misplaced += 1;
+                home.leave(cx.waker(), this.misses);
+                this.misses = this.misses.saturating_add(1);
+                return Poll::Pending;
+            }
+        }
+        this.misses = 0;
+        if let Err(e) = linger::resume(body, this.slice) {
+            panic!("turquoise: cannot resume a preemptible future: {e}");
+        }
+        match this.body.take() {
+            Some(Linger::Completion(v)) => Poll::Ready(v),
+            Some(Linger::Continuation(c)) => {
+                let rest = this.shared.at_rest.load(Ordering::Relaxed);
+                this.body = Some(Linger::Continuation(c));
+                if !rest {
+                    // The slice ran out inside an inner poll: go behind the
+                    // other runnable tasks, and come back to this thread.
+                    this.stats.preemptions += 1;
+                    if !this.home.as_ref().is_some_and(home::is_here) {
+                        this.home = Some(home::here());
+                    }
+                    cx.waker().wake_by_ref();
+                }
+                Poll::Pending
+            }
+            // A panic propagates out of `resume`; overflows are errors.
+            Some(Linger::Poison) | None => unreachable!("resume reported no error"),
+        }
+    }
+}

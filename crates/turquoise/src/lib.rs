@@ -1,0 +1,35 @@
+//! turquoise: preemptive scheduling for async Rust, on stock executors.
+//!
+//! An async task that computes for 50 ms in one poll holds its worker for
+//! 50 ms: every task queued behind it waits (head-of-line blocking), and
+//! tokio's cooperative budget cannot help, since it only counts operations
+//! on tokio's own resources. [`preemptible`] runs a future's polls inside a
+//! `linger` preemptible function, in slices: a poll that runs past its
+//! slice is stopped where it is, its task goes behind the other runnable
+//! tasks, and the next poll resumes it exactly there.
+//!
+//! ```
+//! use std::time::Duration;
+//! use turquoise::PreemptibleExt;
+//!
+//! let long = async {
+//!     let mut x = 0u64;
+//!     for i in 0..50_000_000u64 {
+//!         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+//!     }
+//!     x
+//! };
+//! // Each poll of `task` computes for at most 2 ms.
+//! let task = long.preemptible(Duration::from_millis(2));
+//! let x = futures::executor::block_on(task);
+//! # let _ = x;
+//! ```
+//!
+//! Layers: `future.rs` is the wrapper, on top of `linger`'s public API only
+//! (`Builder::launch`, `resume`, `pause`).
+
+mod future;
+mod home;
+mod rules;
+
+pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
