@@ -39,6 +39,7 @@ pub mod ffi;
 pub mod glibc;
 mod flow;
 mod handles;
+mod inlined;
 mod interpose;
 mod overflow;
 mod preempt;

@@ -781,7 +781,9 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
             None => sp,
         }
     };
-    if scan_clear(&table, from, entry) {
+    // (The scan reads return addresses only: the interrupted point itself
+    // may be a deferred function's code inlined into the function's own.)
+    if !table.in_inlined(pc) && scan_clear(&table, from, entry) {
         Verdict::Stop { release: false }
     } else {
         NOT_NOW

@@ -43,6 +43,9 @@ pub(crate) struct Table {
     unwind: Vec<(Range, crate::unwind::Object)>,
     /// Executable ranges of the dynamic loader (no return traps there).
     loader: Vec<Range>,
+    /// Sorted, merged code of deferred functions inlined into others
+    /// (`inlined.rs`): deferred, but with no frame of their own to trap.
+    inlined: Vec<Range>,
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
@@ -356,28 +359,48 @@ impl Table {
         contains(&self.known, pc)
     }
 
-    /// True if `addr` is in deferred code and could be a return address there.
+    /// True if `addr` is in deferred code (a function's own or inlined) and
+    /// could be a return address there.
     #[inline]
     pub(crate) fn deferred_return_address(&self, addr: usize) -> bool {
-        let (Some(first), Some(last)) = (self.deferred.first(), self.deferred.last()) else {
-            return false;
-        };
-        if addr <= first.0 || addr > last.1 {
-            return false;
-        }
-        let i = self.deferred.partition_point(|r| r.1 < addr);
-        if i >= self.deferred.len() || self.deferred[i].0 >= addr {
-            return false;
-        }
-        let start = self.deferred[i].0;
-        if addr - start < 8 {
-            return true; // too close to the segment start to decode safely: assume a call
-        }
-        // SAFETY: [addr-7, addr) lies inside a mapped executable segment.
-        let b = unsafe { std::slice::from_raw_parts((addr - 7) as *const u8, 7) };
-        follows_call(b)
+        return_address_in(&self.deferred, addr, true) || return_address_in(&self.inlined, addr, false)
     }
 
+    /// True if `at` lies in the code of a deferred function inlined into
+    /// another (`inlined.rs`). Async-signal-safe.
+    #[inline]
+    pub(crate) fn in_inlined(&self, at: usize) -> bool {
+        contains(&self.inlined, at)
+    }
+
+}
+
+/// Is `addr` in `ranges` (sorted, merged code ranges of known objects), just
+/// after a call instruction? `segments`: a range may start a mapped segment
+/// (whole objects' code); otherwise each lies inside a function's code.
+#[inline]
+fn return_address_in(ranges: &[Range], addr: usize, segments: bool) -> bool {
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return false;
+    };
+    if addr <= first.0 || addr > last.1 {
+        return false;
+    }
+    let i = ranges.partition_point(|r| r.1 < addr);
+    if i >= ranges.len() || ranges[i].0 >= addr {
+        return false;
+    }
+    let start = ranges[i].0;
+    if segments && addr - start < 8 {
+        // Too close to the segment start to decode safely: assume a call.
+        return true;
+    }
+    // SAFETY: [addr-7, addr) lies inside a mapped executable segment: a
+    // segment range is 8 bytes in at least, and an inlined instance lies
+    // inside its caller's code, which `.text` (never a segment's first
+    // bytes: the PLT and `.init` come before it) precedes with more code.
+    let b = unsafe { std::slice::from_raw_parts((addr - 7) as *const u8, 7) };
+    follows_call(b)
 }
 
 /// Do the 7 bytes before a return address end with a call instruction?
@@ -735,9 +758,11 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
-fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> Vec<Range> {
-    let Ok(data) = std::fs::read("/proc/self/exe") else { return Vec::new() };
-    let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
+/// The executable's deferred functions, by symbol, and the code of
+/// deferred functions inlined into others (from the DWARF inline records).
+fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
+    let Ok(data) = std::fs::read("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
+    let Ok(file) = object::File::parse(&*data) else { return (Vec::new(), Vec::new()) };
     let mut out = Vec::new();
     let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
         for s in syms {
@@ -759,7 +784,16 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict
     if out.is_empty() {
         scan(&mut file.dynamic_symbols(), &mut out);
     }
-    out
+    // Only for the rules of libraries built on linger: reading the debug
+    // info costs tens of milliseconds in a large binary, and std's deferred
+    // parts hold their state in functions that stay out of line (see
+    // docs/safety.md, "Rust's std").
+    let inlined = if rules.is_empty() {
+        Vec::new()
+    } else {
+        crate::inlined::deferred_ranges(&file, bias, &mut |name| symbol_must_defer_with(name, cfg, rules))
+    };
+    (out, inlined)
 }
 
 fn build(cfg: &Config, generation: u64) -> Table {
@@ -768,6 +802,7 @@ fn build(cfg: &Config, generation: u64) -> Table {
     let mut known = Vec::new();
     let mut unwind = Vec::new();
     let mut loader = Vec::new();
+    let mut inlined = Vec::new();
     for o in loaded_objects() {
         if o.name.contains("/ld-linux") || o.name.contains("/ld64.so") {
             loader.extend(o.exec.iter().copied());
@@ -780,7 +815,8 @@ fn build(cfg: &Config, generation: u64) -> Table {
             // Read once: the executable never changes, and reading and
             // demangling its symbols takes milliseconds at every rebuild.
             // Again only when a library built on linger added path rules.
-            static MAIN: Mutex<Option<(u64, std::sync::Arc<Vec<Range>>)>> = Mutex::new(None);
+            type Main = (Vec<Range>, Vec<Range>);
+            static MAIN: Mutex<Option<(u64, std::sync::Arc<Main>)>> = Mutex::new(None);
             let (version, rules) = {
                 let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
                 (r.0, r.1.clone())
@@ -795,7 +831,8 @@ fn build(cfg: &Config, generation: u64) -> Table {
                 }
             };
             drop(main);
-            deferred.extend(ranges.iter().copied());
+            deferred.extend(ranges.0.iter().copied());
+            inlined.extend(ranges.1.iter().copied());
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
@@ -808,7 +845,7 @@ fn build(cfg: &Config, generation: u64) -> Table {
         }
     }
     unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
-    Table { generation, deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader) }
+    Table { generation, deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader), inlined: merge(inlined) }
 }
 
 #[cfg(test)]

@@ -504,6 +504,13 @@ fn walk_regs(
         }
         // A return address points after its call: look up the call itself.
         let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
+        if table.in_inlined(at) {
+            // Inside a deferred function that was inlined into this frame's
+            // (`inlined.rs`): no frame of its own to trap at its return, and
+            // a trap at this frame's return may come much later or never.
+            // The timer tries again; inlined code is short.
+            return Chain::Deferred { patch: None, trapped };
+        }
         if let Some(r) = reads.as_deref_mut() {
             r.depend(RA, regs[RA]);
         }

@@ -43,7 +43,8 @@ use crate::home::{self, Home};
 struct Shared {
     /// The task that polled us last.
     outer: AtomicWaker,
-    /// The loop is paused between inner polls (not stopped inside one).
+    /// The loop is about to `pause()` or just back from it (not inside an
+    /// inner poll).
     at_rest: AtomicBool,
 }
 
@@ -82,6 +83,9 @@ pub struct Preemptible<T: Send + 'static> {
     home: Option<Arc<Home>>,
     /// Outer polls misplaced in a row.
     misses: u32,
+    /// The loop is stopped at its own `pause()` (or has not started): the
+    /// inner future is waiting, and the loop may resume on any thread.
+    rest: bool,
     stats: PollStats,
 }
 
@@ -120,7 +124,7 @@ where
             }
         };
         // SAFETY (migratable): the function is resumed on another thread
-        // than the one it stopped on only while `at_rest`, that is at the
+        // than the one it stopped on only while at rest, that is at the
         // `pause()` above. Then the frames of the inner poll have returned;
         // the loop's own frame holds no thread-local address (it reads
         // none), and `pause` takes the thread it is resumed on afresh.
@@ -133,6 +137,7 @@ where
         slice,
         home: None,
         misses: 0,
+        rest: true,
         stats: PollStats::default(),
     }
 }
@@ -185,7 +190,7 @@ impl<T: Send + 'static> Future for Preemptible<T> {
         // Tasks of this thread that were polled elsewhere come back.
         home::drain_here();
         if let Some(home) = this.home.as_ref().filter(|h| !home::is_here(h)) {
-            if body.is_continuation() && !this.shared.at_rest.load(Ordering::Relaxed) {
+            if !this.rest {
                 // Stopped in the middle of an inner poll on another thread:
                 // wait for that thread (see `home.rs`).
                 this.stats.misplaced += 1;
@@ -201,9 +206,14 @@ impl<T: Send + 'static> Future for Preemptible<T> {
         match this.body.take() {
             Some(Linger::Completion(v)) => Poll::Ready(v),
             Some(Linger::Continuation(c)) => {
-                let rest = this.shared.at_rest.load(Ordering::Relaxed);
+                // At rest: stopped by the loop's own `pause()`. Not if the
+                // slice ran out anywhere else, even after the inner poll
+                // returned (the loop would then pause at its next resume,
+                // and swallow the wake-up that resume came from), nor if
+                // the inner future itself called `linger::pause()`.
+                this.rest = c.yielded() && this.shared.at_rest.load(Ordering::Relaxed);
                 this.body = Some(Linger::Continuation(c));
-                if !rest {
+                if !this.rest {
                     // The slice ran out inside an inner poll: go behind the
                     // other runnable tasks, and come back to this thread.
                     this.stats.preemptions += 1;

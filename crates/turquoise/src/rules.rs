@@ -11,7 +11,9 @@
 //! defers the deadline until it returns, so the rules name the functions
 //! that are on the stack while such state is held, and code they call back
 //! (a `watch::Sender::send_modify` closure runs under the channel's lock)
-//! is covered with them. The reasoning for each entry is in
+//! is covered with them; so is their code where the compiler inlined it
+//! into other functions (linger reads the DWARF inline records for these
+//! rules). The reasoning for each entry is in
 //! `docs/safety.md` ("turquoise: the runtime's own state").
 const RULES: &[(&str, bool)] = &[
     // The scheduler, its per-worker defer list and run queues, the task
