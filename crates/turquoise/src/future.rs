@@ -165,6 +165,12 @@ impl<T: Send + 'static> Preemptible<T> {
     pub fn stats(&self) -> PollStats {
         self.stats
     }
+
+    /// Was the last poll stopped by its slice in the middle of an inner
+    /// poll? Then the next one must run on the same thread.
+    pub fn is_stopped(&self) -> bool {
+        !self.rest
+    }
 }
 
 // The inner future lives on the function's own stack, never moved: the

@@ -31,5 +31,10 @@
 mod future;
 mod home;
 mod rules;
+mod runtime;
+mod scheduler;
+mod task;
 
 pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
+pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
+pub use task::{JoinError, JoinHandle};

@@ -40,6 +40,15 @@ const RULES: &[(&str, bool)] = &[
     ("tokio::task::coop::", true),
     ("tokio::task::coop::Coop", false),
     ("tokio::task::coop::unconstrained", false),
+    // turquoise's own scheduler, reached from inside a poll when a task
+    // wakes another (a push on the worker's own deque, a pinned queue's
+    // lock), and what it is built on; the mailboxes of `home.rs`.
+    ("turquoise::scheduler::", true),
+    ("turquoise::home::", true),
+    ("async_task::", true),
+    ("crossbeam_deque::", true),
+    ("crossbeam_epoch::", true),
+    ("futures_util::task::", true),
     // The poller's registry (epoll_ctl under a lock), and its sockets.
     ("mio::", true),
     // The parking lot's global hash table of wait queues (a bucket lock

@@ -5,6 +5,9 @@
 //! Liveness, not speed, is what these tests assert: a run that would hang
 //! without preemption fails after a generous time limit instead.
 
+mod common;
+use common::{spin, Flag};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,14 +18,6 @@ const SLICE: Duration = Duration::from_micros(500);
 /// Far beyond anything a working run needs, even on a stalling VM.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Computation with no await point and no library call.
-fn spin(n: u64) -> u64 {
-    let mut acc = 0u64;
-    for i in 0..n {
-        acc = std::hint::black_box(acc.wrapping_mul(6364136223846793005).wrapping_add(i));
-    }
-    acc
-}
 
 /// Spins without awaiting until `stop` is set; returns how long it ran.
 async fn hog(stop: Arc<AtomicBool>) -> u64 {
@@ -176,12 +171,6 @@ fn a_panic_reaches_the_join_handle() {
     });
 }
 
-struct Flag(Arc<AtomicUsize>);
-impl Drop for Flag {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 /// Aborting a task that waits drops (unwinds) its future: what it holds is
 /// released. Aborting one stopped inside a poll ends it too (reclaimed, its

@@ -1,0 +1,345 @@
+//! `turquoise::Runtime`: a tokio runtime whose tasks are preemptible.
+//!
+//! Tasks run on turquoise's own workers (`scheduler.rs`), each poll in a
+//! slice of at most `slice` (2 ms by default, libturquoise's). tokio runs
+//! beside them, stock: its drivers (I/O, time) and `spawn_blocking` pool,
+//! entered on every worker thread, so that `tokio::time`, `tokio::net`,
+//! channels, `Handle::current()` and `tokio::spawn` work inside tasks.
+//! (`tokio::spawn` gives a cooperative tokio task on tokio's own threads;
+//! `turquoise::spawn` a preemptible one here.)
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_task::WithInfo;
+
+use crate::future::preemptible;
+use crate::scheduler::Scheduler;
+use crate::task::{Body, JoinHandle, Shared, TaskFuture};
+
+/// The default slice: the paper's 2 ms.
+pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
+
+/// Builds a [`Runtime`] (shaped like tokio's builder).
+#[derive(Debug, Clone)]
+pub struct Builder {
+    workers: usize,
+    driver_threads: usize,
+    slice: Duration,
+    name: String,
+    io: bool,
+    time: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// One worker per CPU, a 2 ms slice, one tokio thread for the drivers.
+    pub fn new() -> Builder {
+        Builder {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            driver_threads: 1,
+            slice: DEFAULT_SLICE,
+            name: "turquoise-worker".into(),
+            io: false,
+            time: false,
+        }
+    }
+
+    /// How many worker threads run the tasks (at least 1).
+    pub fn worker_threads(&mut self, n: usize) -> &mut Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// How many tokio threads drive I/O and timers and run `tokio::spawn`ed
+    /// tasks (at least 1; they mostly sleep in the driver).
+    pub fn driver_threads(&mut self, n: usize) -> &mut Self {
+        self.driver_threads = n.max(1);
+        self
+    }
+
+    /// Each poll of a preemptible task runs for at most `slice` (rounded up
+    /// to linger's minimum, tens of microseconds).
+    pub fn slice(&mut self, slice: Duration) -> &mut Self {
+        self.slice = slice;
+        self
+    }
+
+    /// The workers' thread name.
+    pub fn thread_name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.name = name.into();
+        self
+    }
+
+    /// tokio's I/O and time drivers.
+    pub fn enable_all(&mut self) -> &mut Self {
+        self.io = true;
+        self.time = true;
+        self
+    }
+
+    /// tokio's I/O driver.
+    pub fn enable_io(&mut self) -> &mut Self {
+        self.io = true;
+        self
+    }
+
+    /// tokio's time driver.
+    pub fn enable_time(&mut self) -> &mut Self {
+        self.time = true;
+        self
+    }
+
+    /// Starts the runtime's threads.
+    pub fn build(&mut self) -> io::Result<Runtime> {
+        let mut tb = tokio::runtime::Builder::new_multi_thread();
+        tb.worker_threads(self.driver_threads).thread_name(format!("{}-driver", self.name));
+        if self.io {
+            tb.enable_io();
+        }
+        if self.time {
+            tb.enable_time();
+        }
+        let tokio = tb.build()?;
+        let (sched, locals) = Scheduler::new(self.workers);
+        let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, tokio: tokio.handle().clone() }) };
+        let mut threads = Vec::new();
+        for (i, local) in locals.into_iter().enumerate() {
+            let h = handle.clone();
+            let t = std::thread::Builder::new().name(format!("{}-{i}", self.name)).spawn(move || {
+                let _tokio = h.inner.tokio.enter();
+                CURRENT.with(|c| *c.borrow_mut() = Some(h.clone()));
+                let sched = h.inner.sched.clone();
+                sched.run(i, local);
+                CURRENT.with(|c| c.borrow_mut().take());
+            });
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    sched.shutdown.store(true, Ordering::Release);
+                    sched.wake_all();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime { handle, threads, tokio: Some(tokio) })
+    }
+}
+
+struct Inner {
+    sched: Arc<Scheduler>,
+    slice: Duration,
+    tokio: tokio::runtime::Handle,
+}
+
+/// A handle to a runtime: spawns onto it from anywhere.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<Inner>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Handle>> = const { RefCell::new(None) };
+}
+
+impl Handle {
+    /// The runtime of the calling task or `block_on`. Panics outside one.
+    pub fn current() -> Handle {
+        Handle::try_current().expect("turquoise: not inside a turquoise runtime (call from a task or Runtime::block_on)")
+    }
+
+    /// The runtime of the calling task or `block_on`, if any.
+    pub fn try_current() -> Option<Handle> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Spawns a preemptible task: each of its polls runs for at most the
+    /// runtime's slice, then the task goes behind the other runnable ones.
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn_body::<F>(Body::Preemptible(preemptible(fut, self.inner.slice)))
+    }
+
+    /// Spawns a task that is never preempted (it yields only at its awaits).
+    pub fn spawn_cooperative<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn_body(Body::Cooperative(Box::pin(fut)))
+    }
+
+    /// Runs blocking code on tokio's blocking pool (untouched by turquoise).
+    pub fn spawn_blocking<F, R>(&self, f: F) -> tokio::task::JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.inner.tokio.spawn_blocking(f)
+    }
+
+    /// The tokio runtime that drives I/O and timers.
+    pub fn tokio(&self) -> &tokio::runtime::Handle {
+        &self.inner.tokio
+    }
+
+    fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shared = Shared::new();
+        let fut = TaskFuture { body: Some(body), shared: shared.clone() };
+        // Weak: queued tasks hold their schedule function, and the
+        // scheduler holds queued tasks.
+        let sched: Weak<Scheduler> = Arc::downgrade(&self.inner.sched);
+        let schedule = WithInfo(move |task, info| match sched.upgrade() {
+            Some(s) => s.schedule(task, info),
+            None => drop(task), // the runtime is gone: cancelled
+        });
+        let (runnable, task) = async_task::Builder::new().metadata(shared.clone()).spawn(move |_| fut, schedule);
+        *shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(runnable.waker());
+        self.inner.sched.spawn(runnable);
+        JoinHandle { task: Some(task.fallible()), shared }
+    }
+}
+
+/// Spawns a preemptible task on the current runtime (see
+/// [`Handle::spawn`]). Panics outside a turquoise runtime.
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Handle::current().spawn(fut)
+}
+
+/// Spawns a task that is never preempted on the current runtime.
+pub fn spawn_cooperative<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Handle::current().spawn_cooperative(fut)
+}
+
+/// A worker's counters (see [`Runtime::worker_metrics`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerMetrics {
+    /// Task polls run.
+    pub polls: u64,
+    /// Polls stopped by their slice (the task then resumed on this worker).
+    pub preemptions: u64,
+    /// Batches of tasks taken from other workers.
+    pub steals: u64,
+    /// Times the worker went to sleep for lack of work.
+    pub parks: u64,
+}
+
+/// A runtime: worker threads for tasks, and tokio beside them.
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    tokio: Option<tokio::runtime::Runtime>,
+}
+
+impl Runtime {
+    /// A runtime with every driver, one worker per CPU and 2 ms slices.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().enable_all().build()
+    }
+
+    /// Its handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// See [`Handle::spawn`].
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(fut)
+    }
+
+    /// See [`Handle::spawn_cooperative`].
+    pub fn spawn_cooperative<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn_cooperative(fut)
+    }
+
+    /// See [`Handle::spawn_blocking`].
+    pub fn spawn_blocking<F, R>(&self, f: F) -> tokio::task::JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.spawn_blocking(f)
+    }
+
+    /// Runs `fut` to completion on the calling thread (not preempted, like
+    /// tokio's `block_on`), inside this runtime: tasks it spawns run on the
+    /// workers.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.handle.clone()));
+        struct Restore(Option<Handle>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let prev = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = prev);
+            }
+        }
+        let _restore = Restore(prev);
+        self.tokio.as_ref().expect("runtime alive").block_on(fut)
+    }
+
+    /// Each worker's counters so far.
+    pub fn worker_metrics(&self) -> Vec<WorkerMetrics> {
+        self.handle
+            .inner
+            .sched
+            .slots
+            .iter()
+            .map(|s| WorkerMetrics {
+                polls: s.counters.polls.load(Ordering::Relaxed),
+                preemptions: s.counters.preemptions.load(Ordering::Relaxed),
+                steals: s.counters.steals.load(Ordering::Relaxed),
+                parks: s.counters.parks.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
+
+impl Drop for Runtime {
+    /// Stops the workers (tasks left are dropped: cancelled) and tokio.
+    fn drop(&mut self) {
+        let sched = &self.handle.inner.sched;
+        sched.shutdown.store(true, Ordering::Release);
+        sched.wake_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.tokio.take() {
+            t.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The workers: where each task runs, and where a stopped poll resumes.
+//!
+//! Each worker thread has two queues:
+//!
+//! - `local`, stealable (crossbeam-deque, FIFO): tasks at rest (new, or
+//!   woken after waiting). Idle workers steal half of another's, and take
+//!   from the global injector, so load balances as in tokio.
+//! - `pinned`, never stolen: tasks whose last poll was stopped by its slice
+//!   on this thread. Such a poll may hold this thread's thread-local
+//!   addresses (`docs/safety.md`, "turquoise"), so it resumes here; it goes
+//!   behind the other runnable tasks of the worker (the two queues take
+//!   turns), which is libturquoise's requeue.
+//!
+//! Where a task goes when woken is decided from what its last poll left in
+//! `Shared::pinned`, written by that poll before async-task can schedule it
+//! again. A task is in one queue at a time (async-task schedules a task at
+//! most once until it runs), so a stopped one is never polled elsewhere: the
+//! `misplaced` count of its `Preemptible` stays 0 (tested).
+//!
+//! Idle workers sleep on a condition variable each; a push to the injector
+//! or to a busy worker's local queue wakes one sleeper (to take or steal
+//! it), a push to a pinned queue wakes that worker.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use async_task::{Runnable, ScheduleInfo};
+use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
+
+use crate::task::Shared;
+
+pub(crate) type Task = Runnable<Arc<Shared>>;
+
+/// How often a worker looks at the injector before its own queues (as
+/// tokio's 61: new tasks from outside are not starved by local ones).
+const INJECTOR_INTERVAL: u64 = 61;
+
+/// Per-worker counters (see `Runtime::worker_metrics`).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) polls: AtomicU64,
+    pub(crate) preemptions: AtomicU64,
+    pub(crate) steals: AtomicU64,
+    pub(crate) parks: AtomicU64,
+}
+
+/// One worker's shared side.
+pub(crate) struct Slot {
+    stealer: Stealer<Task>,
+    pinned: Mutex<VecDeque<Task>>,
+    /// Woken since it last slept (guards against a lost wake-up).
+    notified: Mutex<bool>,
+    bell: Condvar,
+    pub(crate) counters: Counters,
+}
+
+pub(crate) struct Scheduler {
+    pub(crate) slots: Vec<Slot>,
+    injector: Injector<Task>,
+    /// Workers asleep (or about to be), by index.
+    sleepers: Mutex<Vec<usize>>,
+    n_sleepers: AtomicUsize,
+    pub(crate) shutdown: AtomicBool,
+}
+
+thread_local! {
+    /// The scheduler and index of the worker this thread is.
+    static WORKER: Cell<(*const Scheduler, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+}
+
+/// The index of the worker the calling thread is, of any scheduler.
+pub(crate) fn current_worker() -> Option<usize> {
+    WORKER.with(|w| {
+        let (s, i) = w.get();
+        (!s.is_null()).then_some(i)
+    })
+}
+
+impl Scheduler {
+    /// A scheduler of `n` workers, and their owned queues (for `run`).
+    pub(crate) fn new(n: usize) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
+        let locals: Vec<Deque<Task>> = (0..n).map(|_| Deque::new_fifo()).collect();
+        let slots = locals
+            .iter()
+            .map(|d| Slot {
+                stealer: d.stealer(),
+                pinned: Mutex::new(VecDeque::new()),
+                notified: Mutex::new(false),
+                bell: Condvar::new(),
+                counters: Counters::default(),
+            })
+            .collect();
+        let s = Scheduler {
+            slots,
+            injector: Injector::new(),
+            sleepers: Mutex::new(Vec::new()),
+            n_sleepers: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+        };
+        (Arc::new(s), locals)
+    }
+
+    /// Where a woken task goes (async-task's schedule function).
+    pub(crate) fn schedule(&self, task: Task, info: ScheduleInfo) {
+        let pinned = task.metadata().pinned.load(Ordering::Relaxed);
+        if pinned != 0 {
+            let slot = &self.slots[pinned - 1];
+            slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).push_back(task);
+            self.notify(pinned - 1);
+            return;
+        }
+        // A yield and a wake both go to the back (FIFO).
+        let _ = info;
+        let me = WORKER.with(|w| w.get());
+        let task = if std::ptr::eq(me.0, self) {
+            LOCAL.with(|l| match l.try_borrow().ok().as_ref().and_then(|d| d.as_ref()) {
+                Some(deque) => {
+                    deque.push(task);
+                    None
+                }
+                None => Some(task),
+            })
+        } else {
+            Some(task)
+        };
+        if let Some(task) = task {
+            self.injector.push(task);
+        }
+        self.wake_one();
+    }
+
+    /// Wakes one sleeping worker, if any (to take or steal new work).
+    fn wake_one(&self) {
+        if self.n_sleepers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let w = self.sleepers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(w) = w {
+            self.n_sleepers.fetch_sub(1, Ordering::SeqCst);
+            self.notify(w);
+        }
+    }
+
+    fn notify(&self, w: usize) {
+        let slot = &self.slots[w];
+        *slot.notified.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        slot.bell.notify_one();
+    }
+
+    /// Wakes every worker (shutdown).
+    pub(crate) fn wake_all(&self) {
+        for w in 0..self.slots.len() {
+            self.notify(w);
+        }
+    }
+
+    /// Worker `me`'s loop, until shutdown.
+    pub(crate) fn run(self: &Arc<Self>, me: usize, local: Deque<Task>) {
+        WORKER.with(|w| w.set((Arc::as_ptr(self), me)));
+        LOCAL.with(|l| *l.borrow_mut() = Some(local));
+        let slot = &self.slots[me];
+        let mut tick = 0u64;
+        while !self.shutdown.load(Ordering::Acquire) {
+            tick += 1;
+            // The deque is borrowed only to take a task, never while one
+            // runs (a task's wakes push on it).
+            let next = LOCAL.with(|l| self.next(me, l.borrow().as_ref().expect("worker deque"), tick));
+            match next {
+                Some(task) => {
+                    slot.counters.polls.fetch_add(1, Ordering::Relaxed);
+                    let shared = task.metadata().clone();
+                    task.run();
+                    if shared.pinned.load(Ordering::Relaxed) != 0 {
+                        slot.counters.preemptions.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => LOCAL.with(|l| self.park(me, l.borrow().as_ref().expect("worker deque"))),
+            }
+        }
+        // What is left is dropped here (its pinned tasks on their thread);
+        // dropping a task may wake others, which then go to the injector.
+        let local = LOCAL.with(|l| l.borrow_mut().take());
+        if let Some(local) = local {
+            while let Some(t) = local.pop() {
+                drop(t);
+            }
+        }
+        let left: Vec<Task> = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        drop(left);
+        WORKER.with(|w| w.set((std::ptr::null(), 0)));
+    }
+
+    fn next(&self, me: usize, local: &Deque<Task>, tick: u64) -> Option<Task> {
+        let slot = &self.slots[me];
+        if tick % INJECTOR_INTERVAL == 0 {
+            if let Some(t) = self.take_injector(local) {
+                return Some(t);
+            }
+        }
+        // Stopped tasks and tasks at rest (this worker's, then those woken
+        // from outside: timers, I/O, other threads) take turns, so that a
+        // task woken by its timer waits for at most one slice, not for
+        // every stopped task of the worker.
+        let pinned = || slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let fresh = || local.pop().or_else(|| self.take_injector(local));
+        let found = if tick % 2 == 0 { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
+        if found.is_some() {
+            return found;
+        }
+        self.steal(me, local)
+    }
+
+    fn take_injector(&self, local: &Deque<Task>) -> Option<Task> {
+        loop {
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    fn steal(&self, me: usize, local: &Deque<Task>) -> Option<Task> {
+        let n = self.slots.len();
+        // Start somewhere different each time (cheap, not random).
+        let start = (me + 1 + (self.slots[me].counters.polls.load(Ordering::Relaxed) as usize)) % n;
+        for k in 0..n {
+            let v = (start + k) % n;
+            if v == me {
+                continue;
+            }
+            loop {
+                match self.slots[v].stealer.steal_batch_and_pop(local) {
+                    Steal::Success(t) => {
+                        self.slots[me].counters.steals.fetch_add(1, Ordering::Relaxed);
+                        return Some(t);
+                    }
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        None
+    }
+
+    fn has_work_for(&self, me: usize) -> bool {
+        !self.injector.is_empty()
+            || !self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || self.slots.iter().enumerate().any(|(i, s)| i != me && !s.stealer.is_empty())
+    }
+
+    fn park(&self, me: usize, local: &Deque<Task>) {
+        if !local.is_empty() {
+            return;
+        }
+        {
+            let mut s = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+            s.push(me);
+            self.n_sleepers.fetch_add(1, Ordering::SeqCst);
+        }
+        // Registered first, checked second: a push after the check finds us
+        // among the sleepers and notifies us.
+        if self.has_work_for(me) || self.shutdown.load(Ordering::Acquire) {
+            self.unregister(me);
+            return;
+        }
+        let slot = &self.slots[me];
+        slot.counters.parks.fetch_add(1, Ordering::Relaxed);
+        let mut n = slot.notified.lock().unwrap_or_else(|e| e.into_inner());
+        while !*n {
+            n = slot.bell.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n = false;
+        drop(n);
+        // Woken for our pinned queue, not through `sleepers`: leave it.
+        self.unregister(me);
+    }
+
+    fn unregister(&self, me: usize) {
+        let mut s = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = s.iter().position(|&w| w == me) {
+            s.swap_remove(i);
+            self.n_sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Hands a new task to the workers.
+    pub(crate) fn spawn(&self, task: Task) {
+        task.schedule();
+    }
+}
+
+thread_local! {
+    /// This worker's own deque, while `run` is on the stack.
+    static LOCAL: std::cell::RefCell<Option<Deque<Task>>> = const { std::cell::RefCell::new(None) };
+}

@@ -1,0 +1,211 @@
+//! A runtime task: the future it runs (preemptible or not), what the
+//! scheduler and its `JoinHandle` share, and the handle itself.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use crate::future::Preemptible;
+
+/// What a task's scheduler entry, its future and its handle share.
+pub(crate) struct Shared {
+    /// `abort()` was called: the next poll drops the future.
+    pub(crate) aborted: AtomicBool,
+    /// The task's own waker, for `abort()`: set at spawn, taken when the
+    /// future is dropped (it holds the task's cell, which holds this).
+    pub(crate) waker: Mutex<Option<Waker>>,
+    /// 1 + the worker whose thread the task's last poll was stopped on
+    /// (0: not stopped, it may run anywhere). Written by the polling
+    /// worker before async-task can schedule the task again.
+    pub(crate) pinned: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Arc<Shared> {
+        Arc::new(Shared { aborted: AtomicBool::new(false), waker: Mutex::new(None), pinned: AtomicUsize::new(0) })
+    }
+}
+
+/// Why a task did not return a value.
+pub enum JoinError {
+    /// Aborted (`JoinHandle::abort`) or dropped with its runtime.
+    Cancelled,
+    /// It panicked; the payload.
+    Panic(Box<dyn Any + Send + 'static>),
+}
+
+impl JoinError {
+    /// Was the task cancelled?
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, JoinError::Cancelled)
+    }
+
+    /// Did the task panic?
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panic(_))
+    }
+
+    /// The panic's payload. Panics if the task was cancelled.
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self {
+            JoinError::Panic(p) => p,
+            JoinError::Cancelled => panic!("turquoise: `into_panic` on a cancelled task's JoinError"),
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
+            JoinError::Panic(_) => f.write_str("JoinError::Panic(..)"),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("task was cancelled"),
+            JoinError::Panic(_) => f.write_str("task panicked"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// The future a task runs.
+pub(crate) enum Body<F: Future>
+where
+    F::Output: Send + 'static,
+{
+    Preemptible(Preemptible<F::Output>),
+    Cooperative(Pin<Box<F>>),
+}
+
+/// The whole task: its body, aborts, and panics caught for the handle.
+pub(crate) struct TaskFuture<F: Future>
+where
+    F::Output: Send + 'static,
+{
+    pub(crate) body: Option<Body<F>>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl<F> Future for TaskFuture<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    type Output = Result<F::Output, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if this.shared.aborted.load(Ordering::Acquire) {
+            // Dropped here: unwound if it waits, reclaimed if a poll of it
+            // is stopped (see `Preemptible`); always on this thread, its
+            // home when it is stopped (the scheduler saw to that).
+            this.body = None;
+            this.shared.pinned.store(0, Ordering::Relaxed);
+            return Poll::Ready(Err(JoinError::Cancelled));
+        }
+        let Some(body) = this.body.as_mut() else { return Poll::Ready(Err(JoinError::Cancelled)) };
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| match body {
+            Body::Preemptible(p) => Pin::new(p).poll(cx),
+            Body::Cooperative(f) => f.as_mut().poll(cx),
+        }));
+        match r {
+            Ok(Poll::Ready(v)) => {
+                this.body = None;
+                this.shared.pinned.store(0, Ordering::Relaxed);
+                Poll::Ready(Ok(v))
+            }
+            Ok(Poll::Pending) => {
+                let stopped = matches!(this.body, Some(Body::Preemptible(ref p)) if p.is_stopped());
+                let home = if stopped { crate::scheduler::current_worker().map_or(0, |w| w + 1) } else { 0 };
+                this.shared.pinned.store(home, Ordering::Relaxed);
+                Poll::Pending
+            }
+            Err(panic) => {
+                this.body = None;
+                this.shared.pinned.store(0, Ordering::Relaxed);
+                Poll::Ready(Err(JoinError::Panic(panic)))
+            }
+        }
+    }
+}
+
+impl<F: Future> Drop for TaskFuture<F>
+where
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        // The task's cell holds `shared`, which would hold the cell.
+        self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Owned permission to wait for a task (like tokio's): awaiting it gives
+/// the task's value, or why there is none. Dropping it detaches the task,
+/// which goes on running; [`abort`](JoinHandle::abort) cancels it.
+pub struct JoinHandle<T> {
+    /// Fallible: a task dropped unrun (with its runtime) gives `None`.
+    pub(crate) task: Option<async_task::FallibleTask<Result<T, JoinError>, Arc<Shared>>>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl<T> JoinHandle<T> {
+    /// Cancels the task: its future is dropped at its next turn, on its
+    /// worker. A task that waits is unwound (its destructors run); one
+    /// whose poll was stopped by its slice is reclaimed without unwinding
+    /// (`docs/safety.md`, "turquoise"). Awaiting the handle then gives
+    /// `JoinError::Cancelled`, unless the task had finished already.
+    pub fn abort(&self) {
+        if self.task.is_some() {
+            self.shared.aborted.store(true, Ordering::Release);
+            let w = self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
+
+    /// Has the task finished (returned, panicked or been cancelled)?
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(task) = self.task.as_mut() else { panic!("turquoise: JoinHandle polled after completion") };
+        match Pin::new(task).poll(cx) {
+            Poll::Ready(r) => {
+                self.task = None;
+                Poll::Ready(r.unwrap_or(Err(JoinError::Cancelled)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.detach();
+        }
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("finished", &self.is_finished()).finish()
+    }
+}
