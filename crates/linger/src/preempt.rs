@@ -421,11 +421,14 @@ fn judge_here(f: &Frame) -> Verdict {
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
     // A `pause()` in a loop: the same chain as last time (no table read).
-    if memo_clear(regs, lo, f.stack_hi, entry) {
+    // (Only this function's own thread, here in a no-preemption scope,
+    // touches its memo: never borrowed twice.)
+    let Ok(mut memo) = f.memo.try_borrow_mut() else { return NOT_NOW };
+    if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
         return Verdict::Stop { release: false };
     }
     let Some(table) = ranges::read() else { return NOT_NOW };
-    match Verdict::of(walk_here(&table, regs, lo, f.stack_hi, entry)) {
+    match Verdict::of(walk_here(&table, &mut memo, regs, lo, f.stack_hi, entry)) {
         Some(v) => v,
         None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
         None => NOT_NOW,

@@ -345,6 +345,7 @@ impl<T> Inner<T> {
         // this stack that nothing else uses; it lives as long as the coroutine.
         unsafe {
             frame.write(Frame {
+                memo: std::cell::RefCell::new(crate::unwind::Memo::EMPTY),
                 deadline: Cell::new(NEVER),
                 yielder: Cell::new(ptr::null()),
                 entry_sp: Cell::new(0),

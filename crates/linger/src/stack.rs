@@ -33,7 +33,7 @@ pub(crate) const RESERVE: usize = 64 * 1024;
 const POOL_PER_THREAD: usize = 64;
 /// Bytes reserved at the top of each stack for the runtime's per-function
 /// record (`Frame`), so a launch needs no heap allocation.
-pub(crate) const HEADER: usize = 512;
+pub(crate) const HEADER: usize = 1024;
 
 static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);

@@ -76,6 +76,9 @@ pub(crate) fn signal_counts(t: &ThreadState) -> &SignalCounts {
 /// The type-independent part of a running or paused preemptible function.
 /// Lives inside the boxed continuation, so its address is stable.
 pub(crate) struct Frame {
+    /// The last clear walk of this function's chain from a `pause()` or
+    /// the end of a scope (`unwind::Memo`).
+    pub memo: std::cell::RefCell<crate::unwind::Memo>,
     /// Absolute CLOCK_MONOTONIC deadline (ns) of the current slice.
     pub deadline: Cell<u64>,
     /// `&Yielder` of the coroutine, set when it first runs.

@@ -77,12 +77,10 @@ struct Entry {
     step: Step,
 }
 
-/// The per-thread unwinder: gimli's context, the step cache and the memo of
-/// the last clear walk from ordinary code.
+/// The per-thread unwinder: gimli's context and the step cache.
 pub(crate) struct Unwinder {
     ctx: Ctx,
     cache: [Entry; CACHE],
-    memo: Memo,
     /// A walk is under way: the SIGSEGV handler, which may interrupt one,
     /// must not start another ([`walk_at_fault`]).
     busy: bool,
@@ -91,15 +89,18 @@ pub(crate) struct Unwinder {
 /// Stack words a memoised walk may have read.
 const MEMO_READS: usize = 24;
 
-/// The last walk by [`walk_here`] that found the chain clear: its starting
-/// registers and every stack word it read. A walk is a function of those
-/// (and of the table), so a walk from the same registers over the same words
-/// would find the same: a `pause()` in a loop compares a few words instead
-/// of walking (a walk costs it about 130 ns, the whole pause about 25).
-/// The comparison reads only the stack, so it needs no reading section of
-/// the table: it holds while the table it used is still the published one.
+/// The last walk by [`walk_here`] that found a function's chain clear: its
+/// starting registers and every stack word it read. A walk is a function of
+/// those (and of the table), so a walk from the same registers over the same
+/// words would find the same: a `pause()` in a loop compares a few words
+/// instead of walking (a walk costs it about 130 ns, the whole pause about
+/// 25). The comparison reads only the stack, so it needs no reading section
+/// of the table: it holds while the table it used is still the published
+/// one. Kept per function (in its `Frame`), not per thread: a thread that
+/// takes turns among many functions (an async runtime's worker, each task a
+/// function) would otherwise miss every time.
 #[derive(Clone, Copy)]
-struct Memo {
+pub(crate) struct Memo {
     /// The generation of the table it used; 0: no memo.
     generation: u64,
     stack: (usize, usize, usize),
@@ -108,6 +109,11 @@ struct Memo {
     regs: [u64; NREGS],
     n: usize,
     reads: [(u64, u64); MEMO_READS],
+}
+
+impl Memo {
+    /// No memo.
+    pub(crate) const EMPTY: Memo = Memo { generation: 0, stack: (0, 0, 0), init: 0, regs: [0; NREGS], n: 0, reads: [(0, 0); MEMO_READS] };
 }
 
 /// Records what a walk's outcome depends on: the return addresses it
@@ -175,14 +181,6 @@ impl Unwinder {
         unsafe {
             std::ptr::addr_of_mut!((*p).ctx).write(Ctx::new_in());
             std::ptr::addr_of_mut!((*p).busy).write(false);
-            std::ptr::addr_of_mut!((*p).memo).write(Memo {
-                generation: 0,
-                stack: (0, 0, 0),
-                init: 0,
-                regs: [0; NREGS],
-                n: 0,
-                reads: [(0, 0); MEMO_READS],
-            });
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
                 cache.add(i).write(Entry { generation: 0, pc: 0, step: Step::Unknown { deferred: true } });
@@ -417,13 +415,7 @@ fn full_regs(regs: [u64; 8]) -> [u64; NREGS] {
 /// with the table still published, started from the same registers and
 /// read the same words? Reads only the stack (no reading section needed).
 #[inline]
-pub(crate) fn memo_clear(regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> bool {
-    let u = ts().unwind_ctx.get() as *const Unwinder;
-    if u.is_null() {
-        return false;
-    }
-    // SAFETY: as in `walk`.
-    let m = unsafe { &(*u).memo };
+pub(crate) fn memo_clear(m: &Memo, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> bool {
     m.generation != 0
         && m.generation == crate::ranges::generation()
         && m.stack == (lo, hi, entry)
@@ -434,7 +426,7 @@ pub(crate) fn memo_clear(regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> 
 /// [`walk`] from ordinary code: `regs` are rip, rsp, rbp, rbx, r12-r15 of
 /// a point in the running function (`preempt::judge_here`), which must be
 /// inside a no-preemption scope. A clear chain is memoised (see [`Memo`]).
-pub(crate) fn walk_here(table: &Table, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> Chain {
+pub(crate) fn walk_here(table: &Table, memo: &mut Memo, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> Chain {
     let u = ts().unwind_ctx.get() as *mut Unwinder;
     if u.is_null() {
         return Chain::Unknown;
@@ -446,10 +438,10 @@ pub(crate) fn walk_here(table: &Table, regs: [u64; 8], lo: usize, hi: usize, ent
     u.set_busy(true);
     let chain = walk_regs(table, u, full, lo, hi, entry, false, Some(&mut reads));
     u.set_busy(false);
-    u.memo.generation = 0;
+    memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
         let generation = table.generation();
-        u.memo = Memo { generation, stack: (lo, hi, entry), init: reads.init, regs: full, n: reads.n, reads: reads.words };
+        *memo = Memo { generation, stack: (lo, hi, entry), init: reads.init, regs: full, n: reads.n, reads: reads.words };
     }
     chain
 }
