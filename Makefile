@@ -1,11 +1,12 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench header \
+.PHONY: tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench bench-turquoise header \
 	lib install uninstall
 
 tour:
 	$(CARGO) run --release -q -p linger --example tour
+	$(CARGO) run --release -q -p turquoise --example tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
 TEST_PARTS = test-rust test-c test-install test-run test-compat test-valgrind
@@ -74,6 +75,11 @@ test-stalls:
 bench:
 	$(CARGO) build --release -p linger-run
 	$(CARGO) run --release -p linger-bench -- --write-docs
+
+# The hyper head-of-line benchmark (paper Figure 4) and turquoise's cost per
+# poll: about 8 minutes; replaces its section of docs/benchmarks.md.
+bench-turquoise:
+	$(CARGO) run --release -p turquoise-bench -- --write-docs
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

@@ -201,6 +201,14 @@ fn write_docs(dir: &Path, md: &str, r: &report::Results) -> Result<(), Box<dyn s
     if let Some(run::Outcome::Done(b)) = &r.run {
         plots::run_overhead(&plots.join("run-overhead.svg"), b)?;
     }
-    std::fs::write(dir.join("benchmarks.md"), md)?;
+    // The sections other benchmarks write (turquoise-bench's) come after
+    // their marker, and are kept.
+    let path = dir.join("benchmarks.md");
+    let tail = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|old| old.find("<!-- turquoise-bench:").map(|i| old[i..].to_owned()))
+        .unwrap_or_default();
+    let sep = if tail.is_empty() { "" } else { "\n" };
+    std::fs::write(path, format!("{md}{sep}{tail}"))?;
     Ok(())
 }

@@ -25,6 +25,18 @@
 //! # let _ = x;
 //! ```
 //!
+//! Or a whole runtime whose tasks are preemptible:
+//!
+//! ```
+//! #[turquoise::main(worker_threads = 1)]
+//! async fn main() {
+//!     let long = turquoise::spawn(async { (0..u64::MAX).fold(0, |a, i| std::hint::black_box(a ^ i)) });
+//!     // Runs at once, although `long` never awaits: its polls are cut every 2 ms.
+//!     turquoise::spawn(async { println!("still responsive") }).await.unwrap();
+//!     long.abort();
+//! }
+//! ```
+//!
 //! Layers: `future.rs` is the wrapper, on top of `linger`'s public API only
 //! (`Builder::launch`, `resume`, `pause`).
 
@@ -38,3 +50,4 @@ mod task;
 pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
 pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
 pub use task::{JoinError, JoinHandle};
+pub use turquoise_macros::main;

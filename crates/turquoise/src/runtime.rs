@@ -110,13 +110,20 @@ impl Builder {
             tb.enable_time();
         }
         let tokio = tb.build()?;
-        let (sched, locals) = Scheduler::new(self.workers);
+        // The deferral rules and linger's table now, not at the first
+        // request (reading the executable's symbols and inline records
+        // takes tens of milliseconds).
+        crate::rules::install();
+        linger::init().map_err(io::Error::other)?;
+        let (sched, locals) = Scheduler::new(self.workers, self.slice);
         let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, tokio: tokio.handle().clone() }) };
         let mut threads = Vec::new();
         for (i, local) in locals.into_iter().enumerate() {
             let h = handle.clone();
             let t = std::thread::Builder::new().name(format!("{}-{i}", self.name)).spawn(move || {
                 let _tokio = h.inner.tokio.enter();
+                // This thread's timer and signal state, before any task.
+                let _ = linger::init();
                 CURRENT.with(|c| *c.borrow_mut() = Some(h.clone()));
                 let sched = h.inner.sched.clone();
                 sched.run(i, local);

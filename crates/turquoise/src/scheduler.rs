@@ -8,14 +8,15 @@
 //! - `pinned`, never stolen: tasks whose last poll was stopped by its slice
 //!   on this thread. Such a poll may hold this thread's thread-local
 //!   addresses (`docs/safety.md`, "turquoise"), so it resumes here; it goes
-//!   behind the other runnable tasks of the worker (the two queues take
-//!   turns), which is libturquoise's requeue.
+//!   behind the tasks at rest that are waiting to run (libturquoise's
+//!   requeue): those run first, until the oldest stopped task has waited
+//!   one slice; it then runs every other turn (neither kind starves).
 //!
 //! Where a task goes when woken is decided from what its last poll left in
 //! `Shared::pinned`, written by that poll before async-task can schedule it
 //! again. A task is in one queue at a time (async-task schedules a task at
-//! most once until it runs), so a stopped one is never polled elsewhere: the
-//! `misplaced` count of its `Preemptible` stays 0 (tested).
+//! most once until it runs), so a stopped one is never polled elsewhere
+//! (`tests/runtime.rs` checks with `gettid`).
 //!
 //! Idle workers sleep on a condition variable each; a push to the injector
 //! or to a busy worker's local queue wakes one sleeper (to take or steal
@@ -25,6 +26,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use async_task::{Runnable, ScheduleInfo};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
@@ -49,7 +51,8 @@ pub(crate) struct Counters {
 /// One worker's shared side.
 pub(crate) struct Slot {
     stealer: Stealer<Task>,
-    pinned: Mutex<VecDeque<Task>>,
+    /// With when each was stopped.
+    pinned: Mutex<VecDeque<(Instant, Task)>>,
     /// Woken since it last slept (guards against a lost wake-up).
     notified: Mutex<bool>,
     bell: Condvar,
@@ -63,6 +66,8 @@ pub(crate) struct Scheduler {
     sleepers: Mutex<Vec<usize>>,
     n_sleepers: AtomicUsize,
     pub(crate) shutdown: AtomicBool,
+    /// How long a stopped task waits at most for tasks at rest: the slice.
+    patience: Duration,
 }
 
 thread_local! {
@@ -80,7 +85,7 @@ pub(crate) fn current_worker() -> Option<usize> {
 
 impl Scheduler {
     /// A scheduler of `n` workers, and their owned queues (for `run`).
-    pub(crate) fn new(n: usize) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
+    pub(crate) fn new(n: usize, patience: Duration) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
         let locals: Vec<Deque<Task>> = (0..n).map(|_| Deque::new_fifo()).collect();
         let slots = locals
             .iter()
@@ -98,6 +103,7 @@ impl Scheduler {
             sleepers: Mutex::new(Vec::new()),
             n_sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
+            patience,
         };
         (Arc::new(s), locals)
     }
@@ -107,7 +113,7 @@ impl Scheduler {
         let pinned = task.metadata().pinned.load(Ordering::Relaxed);
         if pinned != 0 {
             let slot = &self.slots[pinned - 1];
-            slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).push_back(task);
+            slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).push_back((Instant::now(), task));
             self.notify(pinned - 1);
             return;
         }
@@ -133,6 +139,11 @@ impl Scheduler {
 
     /// Wakes one sleeping worker, if any (to take or steal new work).
     fn wake_one(&self) {
+        // The task's push must be visible before we read the count, as the
+        // count's increment before a parking worker looks at the queues
+        // (`park`): otherwise each can miss the other (a store buffered past
+        // a later load on x86) and the task sleeps with the worker.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.n_sleepers.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -187,7 +198,7 @@ impl Scheduler {
                 drop(t);
             }
         }
-        let left: Vec<Task> = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let left: Vec<(Instant, Task)> = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
         drop(left);
         WORKER.with(|w| w.set((std::ptr::null(), 0)));
     }
@@ -199,13 +210,17 @@ impl Scheduler {
                 return Some(t);
             }
         }
-        // Stopped tasks and tasks at rest (this worker's, then those woken
-        // from outside: timers, I/O, other threads) take turns, so that a
-        // task woken by its timer waits for at most one slice, not for
-        // every stopped task of the worker.
-        let pinned = || slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        // Tasks at rest (this worker's, then those woken from outside:
+        // timers, I/O, other threads) before stopped ones, so that a short
+        // request waits for at most the slice in progress, not for slices of
+        // every stopped task; but a stopped task that has waited a whole
+        // slice goes first, every other turn (so that neither kind starves
+        // the other: with many stopped tasks, all overdue, they alternate).
+        let overdue = tick % 2 == 0
+            && slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).front().is_some_and(|(at, _)| at.elapsed() >= self.patience);
+        let pinned = || slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front().map(|(_, t)| t);
         let fresh = || local.pop().or_else(|| self.take_injector(local));
-        let found = if tick % 2 == 0 { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
+        let found = if overdue { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
         if found.is_some() {
             return found;
         }
@@ -261,7 +276,8 @@ impl Scheduler {
             self.n_sleepers.fetch_add(1, Ordering::SeqCst);
         }
         // Registered first, checked second: a push after the check finds us
-        // among the sleepers and notifies us.
+        // among the sleepers and notifies us (see the fence in `wake_one`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.has_work_for(me) || self.shutdown.load(Ordering::Acquire) {
             self.unregister(me);
             return;
