@@ -6,7 +6,7 @@ CARGO ?= cargo
 
 tour:
 	$(CARGO) run --release -q -p linger --example tour
-	$(CARGO) run --release -q -p turquoise --example tour
+	$(CARGO) run --release -q -p turquoise --example hol_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
 TEST_PARTS = test-rust test-c test-install test-run test-compat test-valgrind
