@@ -537,8 +537,8 @@ fn symbol_must_defer_with(name: &str, cfg: &Config, rules: &[(String, Verdict)])
     }
     let (lead, at) = self_path(name);
     // Rules of the libraries built on linger (see `defer_paths`).
-    if let Some((_, v)) = rules.iter().filter(|(p, _)| lead.starts_with(p.as_str())).max_by_key(|(p, _)| p.len()) {
-        return *v == Defer;
+    if let Some(v) = longest_prefix(rules.iter().map(|(p, v)| (p.as_str(), *v)), &lead) {
+        return v == Defer;
     }
     if !LIBRARY.iter().any(|c| lead.starts_with(c)) {
         return false; // the program's own code (or another crate's)
@@ -722,7 +722,12 @@ const STD: &[(&str, Verdict)] = &[
 
 /// The verdict of the longest [`STD`] prefix of `path`.
 fn std_verdict(path: &str) -> Verdict {
-    STD.iter().filter(|(p, _)| path.starts_with(p)).max_by_key(|(p, _)| p.len()).map_or(Preempt, |e| e.1)
+    longest_prefix(STD.iter().copied(), path).unwrap_or(Preempt)
+}
+
+/// The verdict of the longest of `rules`' prefixes that `path` starts with.
+fn longest_prefix<'a>(rules: impl Iterator<Item = (&'a str, Verdict)>, path: &str) -> Option<Verdict> {
+    rules.filter(|(p, _)| path.starts_with(p)).max_by_key(|(p, _)| p.len()).map(|e| e.1)
 }
 
 /// The path a symbol belongs to, and where its self type starts in `name`:
