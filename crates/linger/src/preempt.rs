@@ -423,7 +423,7 @@ fn judge_here(f: &Frame) -> Verdict {
     // A `pause()` in a loop: the same chain as last time (no table read).
     // (Only this function's own thread, here in a no-preemption scope,
     // touches its memo: never borrowed twice.)
-    let Ok(mut memo) = f.memo.try_borrow_mut() else { return NOT_NOW };
+    let Ok(mut memo) = f.memo().try_borrow_mut() else { return NOT_NOW };
     if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
         return Verdict::Stop { release: false };
     }

@@ -336,7 +336,7 @@ impl<T> Inner<T> {
     where
         F: FnOnce() -> T + 'a,
     {
-        const { assert!(std::mem::size_of::<Frame>() <= crate::stack::HEADER) };
+        const { assert!(std::mem::size_of::<Frame>() <= crate::stack::MEMO_AT) };
         let stack = PooledStack::get(stack_size).map_err(Error::StackAllocation)?;
         let (lo, hi) = stack.bounds();
         let guard = stack.guard();
@@ -345,7 +345,7 @@ impl<T> Inner<T> {
         // this stack that nothing else uses; it lives as long as the coroutine.
         unsafe {
             frame.write(Frame {
-                memo: std::cell::RefCell::new(crate::unwind::Memo::EMPTY),
+                memo: stack.memo(),
                 deadline: Cell::new(NEVER),
                 yielder: Cell::new(ptr::null()),
                 entry_sp: Cell::new(0),

@@ -34,6 +34,12 @@ const POOL_PER_THREAD: usize = 64;
 /// Bytes reserved at the top of each stack for the runtime's per-function
 /// record (`Frame`), so a launch needs no heap allocation.
 pub(crate) const HEADER: usize = 1024;
+/// Where in the header the stack's `pause()` memo lives, after the `Frame`
+/// (`unwind::Memo`): written once when the stack is mapped, and kept across
+/// the functions that use the stack (a memo is keyed by everything its walk
+/// read, so it stays right), so that a launch does not write it.
+/// (At the header's end, 16-byte aligned; the `Frame` fits below it.)
+pub(crate) const MEMO_AT: usize = (HEADER - std::mem::size_of::<std::cell::RefCell<crate::unwind::Memo>>()) & !15;
 
 static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
@@ -113,6 +119,10 @@ impl PooledStack {
             _valgrind: ValgrindStackRegistration::new(p as *mut u8, len),
         };
         LIVE_STACKS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the memo's place lies in the header of the mapping we just
+        // created (writable, 16-byte aligned: `high` is page-aligned), and
+        // nothing references it yet.
+        unsafe { (stack.memo() as *mut std::cell::RefCell<crate::unwind::Memo>).write(std::cell::RefCell::new(crate::unwind::Memo::EMPTY)) };
         // SAFETY: the guard page lies inside the mapping we just created and
         // nothing references it yet.
         unsafe {
@@ -160,6 +170,12 @@ impl PooledStack {
                 libc::mprotect(lo as *mut libc::c_void, hi - lo, libc::PROT_NONE) == 0
             }
         }
+    }
+
+    /// The stack's `pause()` memo (see [`MEMO_AT`]), initialised when the
+    /// stack was mapped.
+    pub(crate) fn memo(&self) -> *const std::cell::RefCell<crate::unwind::Memo> {
+        (self.high - HEADER + MEMO_AT) as *const _
     }
 
     /// The reserved header above the usable stack (16-byte aligned).

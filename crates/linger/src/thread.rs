@@ -76,9 +76,10 @@ pub(crate) fn signal_counts(t: &ThreadState) -> &SignalCounts {
 /// The type-independent part of a running or paused preemptible function.
 /// Lives inside the boxed continuation, so its address is stable.
 pub(crate) struct Frame {
-    /// The last clear walk of this function's chain from a `pause()` or
-    /// the end of a scope (`unwind::Memo`).
-    pub memo: std::cell::RefCell<crate::unwind::Memo>,
+    /// The last clear walk of a chain on this function's stack from a
+    /// `pause()` or the end of a scope (`unwind::Memo`), in the stack's
+    /// header (`stack::MEMO_AT`); see [`Frame::memo`].
+    pub memo: *const std::cell::RefCell<crate::unwind::Memo>,
     /// Absolute CLOCK_MONOTONIC deadline (ns) of the current slice.
     pub deadline: Cell<u64>,
     /// `&Yielder` of the coroutine, set when it first runs.
@@ -176,6 +177,14 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
+    /// This function's `pause()` memo.
+    pub(crate) fn memo(&self) -> &std::cell::RefCell<crate::unwind::Memo> {
+        // SAFETY: set at launch to the memo `PooledStack::map` initialised
+        // in the header of the stack that holds this Frame; it lives as long
+        // as that mapping, which outlives the Frame.
+        unsafe { &*self.memo }
+    }
+
     /// The lowest address of the stack the function may use now.
     #[inline]
     pub(crate) fn floor(&self) -> usize {
