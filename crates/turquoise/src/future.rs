@@ -16,6 +16,12 @@
 //! builds it anew for each (tokio on its stack). The inner future gets a
 //! waker of our own, fixed for its whole life, that wakes whatever task last
 //! polled us (an `AtomicWaker`, registered at every outer poll).
+//! A wake-up that comes while an inner poll is under way must lead to
+//! another inner poll, as an executor re-polls a task woken while it runs.
+//! Here the inner poll may span outer polls (stopped by its slice), and the
+//! outer poll that finishes it ends at the loop's `pause()`: so the waker
+//! also sets a flag, cleared before each inner poll, and an outer poll that
+//! ends at rest with the flag set wakes its task again.
 //!
 //! **Threads.** A poll stopped at an arbitrary instruction may hold the
 //! address of a thread-local of the thread it ran on (compilers compute such
@@ -46,13 +52,19 @@ struct Shared {
     /// The loop is about to `pause()` or just back from it (not inside an
     /// inner poll).
     at_rest: AtomicBool,
+    /// A wake-up came since the last inner poll began. Cleared by the loop
+    /// before each inner poll, set before the outer task is woken.
+    woken: AtomicBool,
 }
 
 impl Wake for Shared {
     fn wake(self: Arc<Self>) {
-        self.outer.wake();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
+        // Before the outer wake: an outer poll that reads `false` is
+        // followed by this wake, hence by another outer poll.
+        self.woken.store(true, Ordering::SeqCst);
         self.outer.wake();
     }
 }
@@ -102,19 +114,30 @@ pub struct Preemptible<T: Send + 'static> {
 /// unwound and its destructors run.
 ///
 /// A panic in `fut` propagates out of the poll that runs into it.
+///
+/// A poll stopped by its slice resumes only on the thread it was stopped
+/// on. On a work-stealing executor whose idle workers sleep until it picks
+/// them (tokio's multi-thread runtime), a stopped task can wait as long as
+/// its thread sleeps: there, prefer [`crate::Runtime`], or a current-thread
+/// runtime per thread (`docs/safety.md`, "turquoise").
 pub fn preemptible<F>(fut: F, slice: Duration) -> Preemptible<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     crate::rules::install();
-    let shared = Arc::new(Shared { outer: AtomicWaker::new(), at_rest: AtomicBool::new(false) });
+    let shared = Arc::new(Shared {
+        outer: AtomicWaker::new(),
+        at_rest: AtomicBool::new(false),
+        woken: AtomicBool::new(false),
+    });
     let start = move |shared: Arc<Shared>| {
         let body = move || {
             let mut fut = std::pin::pin!(fut);
             let waker = Waker::from(shared.clone());
             let mut cx = Context::from_waker(&waker);
             loop {
+                shared.woken.store(false, Ordering::SeqCst);
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
                     return v;
                 }
@@ -226,6 +249,14 @@ impl<T: Send + 'static> Future for Preemptible<T> {
                     if !this.home.as_ref().is_some_and(home::is_here) {
                         this.home = Some(home::here());
                     }
+                    cx.waker().wake_by_ref();
+                } else if this.shared.woken.load(Ordering::SeqCst) {
+                    // A wake-up came while the last inner poll was under
+                    // way, and it was stopped by the slice before it could
+                    // return (or before the loop could pause): this poll
+                    // only finished it, and the inner future has not seen
+                    // that wake-up. Poll again, as an executor re-polls a
+                    // task woken while it runs.
                     cx.waker().wake_by_ref();
                 }
                 Poll::Pending

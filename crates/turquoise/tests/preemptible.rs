@@ -6,7 +6,7 @@
 //! without preemption fails after a generous time limit instead.
 
 mod common;
-use common::{spin, Flag};
+use common::{expected, hazard_round, spin, Flag, Task};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -237,4 +237,31 @@ fn a_stopped_poll_resumes_on_its_own_thread() {
             assert_eq!(r.unwrap(), 0, "a poll changed threads in the middle");
         }
     });
+}
+
+/// Preemptible tasks on plain tokio that mix computation with timers,
+/// channels, `Mutex`, `Notify` and TCP loopback I/O (`common::hazard_round`),
+/// at 20 us slices, where a slice often runs out inside an inner poll that
+/// has just registered its waker: no wake-up is lost. (Each runtime lost one
+/// within 20 rounds when a wake-up that came while a stopped inner poll was
+/// under way was taken by the outer poll that finished it.)
+#[test]
+fn no_wake_up_is_lost_at_20_us_slices_on_tokio() {
+    for round in 0..20 {
+        for multi in [false, true] {
+            let rt = if multi {
+                tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
+            } else {
+                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+            };
+            let r = rt.block_on(async { tokio::time::timeout(LIMIT, hazard_round(sliced_20_us, 300)).await });
+            let total = r.unwrap_or_else(|_| panic!("round {round}, multi-thread {multi}: stuck"));
+            assert_eq!(total, expected(300));
+        }
+    }
+}
+
+fn sliced_20_us(task: Task) -> Task {
+    let h = tokio::spawn(task.preemptible(Duration::from_micros(20)));
+    Box::pin(async move { h.await.unwrap() })
 }

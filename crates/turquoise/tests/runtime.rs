@@ -4,7 +4,7 @@
 //! generous limit instead).
 
 mod common;
-use common::{spin, Flag};
+use common::{expected, hazard_round, spin, Flag, Task};
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -230,106 +230,24 @@ fn panics_and_aborts() {
 }
 
 /// Many tasks that mix computation with tokio's timers, channels, `Mutex`,
-/// `Notify` and TCP loopback I/O, under slices from 20 us to 2 ms on 1, 2
-/// and 4 workers: no deadlock, no lost wake-up, every result right.
+/// `Notify` and TCP loopback I/O (`common::hazard_round`), under slices
+/// from 20 us to 2 ms on 1, 2 and 4 workers: no deadlock, no lost wake-up,
+/// every result right.
 #[test]
 fn hazards_timers_channels_locks_and_sockets() {
-    hazards(&[200, 2000]);
-}
-
-/// The same at 20 us slices: a wake-up is lost about 1 run in 4 (every
-/// queue empty, every worker waiting, a task never woken), in both runtime
-/// designs tried, so the fault is below the scheduler. Kept out of the
-/// default run until it is found (issue 8); `cargo test -p turquoise --
-/// --ignored` runs it.
-#[test]
-#[ignore = "lost wake-up under 20 us slices, about 1 run in 4 (issue 8)"]
-fn hazards_at_20_us_slices() {
-    hazards(&[20]);
-}
-
-fn hazards(slices_us: &[u64]) {
-    for workers in [1, 2, 4] {
-        for &slice_us in slices_us {
-            let rt = runtime(workers, Duration::from_micros(slice_us));
-            let r = rt.block_on(async { tokio::time::timeout(LIMIT, hazard_round(300)).await });
-            let total = r.unwrap_or_else(|_| panic!("{workers} workers, {slice_us} us slices: stuck"));
-            assert_eq!(total, expected(300), "{workers} workers, {slice_us} us");
-        }
-    }
-}
-
-fn expected(n: u64) -> u64 {
-    (0..n).map(|i| i * 3 + 1).sum()
-}
-
-async fn hazard_round(n: u64) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // An echo server: one preemptible task per connection.
-    let server = turquoise::spawn(async move {
-        loop {
-            let (mut s, _) = listener.accept().await.unwrap();
-            turquoise::spawn(async move {
-                let mut buf = [0u8; 8];
-                while s.read_exact(&mut buf).await.is_ok() {
-                    spin(20_000);
-                    if s.write_all(&buf).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(16);
-    let lock = Arc::new(tokio::sync::Mutex::new(0u64));
-    let notify = Arc::new(tokio::sync::Notify::new());
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let (tx, lock, notify) = (tx.clone(), lock.clone(), notify.clone());
-        tasks.push(turquoise::spawn(async move {
-            let mut v = i;
-            match i % 4 {
-                0 => {
-                    tokio::time::sleep(Duration::from_micros(50 * (i % 7))).await;
-                    spin(50_000);
-                }
-                1 => {
-                    let (otx, orx) = tokio::sync::oneshot::channel();
-                    turquoise::spawn(async move {
-                        spin(30_000);
-                        let _ = otx.send(1u64);
-                    });
-                    v += orx.await.unwrap() - 1;
-                }
-                2 => {
-                    let mut g = lock.lock().await;
-                    *g += 1;
-                    spin(10_000);
-                    drop(g);
-                    notify.notify_one();
-                }
-                _ => {
-                    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                    s.write_all(&v.to_le_bytes()).await.unwrap();
-                    let mut buf = [0u8; 8];
-                    s.read_exact(&mut buf).await.unwrap();
-                    v = u64::from_le_bytes(buf);
-                }
+    for round in 0..3 {
+        for workers in [1, 2, 4] {
+            for slice_us in [20, 200, 2000] {
+                let rt = runtime(workers, Duration::from_micros(slice_us));
+                let r = rt.block_on(async { tokio::time::timeout(LIMIT, hazard_round(on_turquoise, 300)).await });
+                let total = r.unwrap_or_else(|_| panic!("round {round}, {workers} workers, {slice_us} us slices: stuck"));
+                assert_eq!(total, expected(300), "{workers} workers, {slice_us} us");
             }
-            tx.send(v * 3 + 1).await.unwrap();
-        }));
+        }
     }
-    drop(tx);
-    let mut total = 0;
-    while let Some(v) = rx.recv().await {
-        total += v;
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(*lock.lock().await, n / 4 + (n % 4 > 2) as u64);
-    server.abort();
-    total
+}
+
+fn on_turquoise(task: Task) -> Task {
+    let h = turquoise::spawn(task);
+    Box::pin(async move { h.await.unwrap() })
 }
