@@ -1,12 +1,16 @@
 //! `turquoise::Runtime`: a tokio runtime whose tasks are preemptible.
 //!
 //! Tasks run on turquoise's own workers (`scheduler.rs`), each poll in a
-//! slice of at most `slice` (2 ms by default, libturquoise's). tokio runs
-//! beside them, stock: its drivers (I/O, time) and `spawn_blocking` pool,
-//! entered on every worker thread, so that `tokio::time`, `tokio::net`,
-//! channels, `Handle::current()` and `tokio::spawn` work inside tasks.
-//! (`tokio::spawn` gives a cooperative tokio task on tokio's own threads;
-//! `turquoise::spawn` a preemptible one here.)
+//! slice of at most `slice` (2 ms by default, libturquoise's). Each worker
+//! thread runs a stock tokio current-thread runtime whose drivers (I/O,
+//! time) it turns itself between batches of tasks, so that `tokio::time`,
+//! `tokio::net`, channels, `Handle::current()`, `tokio::spawn` and
+//! `spawn_blocking` work inside tasks, and an event registered by a task
+//! wakes it on its own worker with no other thread in the way.
+//! (`tokio::spawn` gives a cooperative tokio task on the calling worker;
+//! `turquoise::spawn` a preemptible one that any worker may run.)
+//! `block_on` runs on one more current-thread runtime, on the calling
+//! thread.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -28,7 +32,6 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
 #[derive(Debug, Clone)]
 pub struct Builder {
     workers: usize,
-    driver_threads: usize,
     slice: Duration,
     name: String,
     io: bool,
@@ -42,11 +45,10 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// One worker per CPU, a 2 ms slice, one tokio thread for the drivers.
+    /// One worker per CPU, a 2 ms slice.
     pub fn new() -> Builder {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            driver_threads: 1,
             slice: DEFAULT_SLICE,
             name: "turquoise-worker".into(),
             io: false,
@@ -57,13 +59,6 @@ impl Builder {
     /// How many worker threads run the tasks (at least 1).
     pub fn worker_threads(&mut self, n: usize) -> &mut Self {
         self.workers = n.max(1);
-        self
-    }
-
-    /// How many tokio threads drive I/O and timers and run `tokio::spawn`ed
-    /// tasks (at least 1; they mostly sleep in the driver).
-    pub fn driver_threads(&mut self, n: usize) -> &mut Self {
-        self.driver_threads = n.max(1);
         self
     }
 
@@ -99,17 +94,21 @@ impl Builder {
         self
     }
 
-    /// Starts the runtime's threads.
-    pub fn build(&mut self) -> io::Result<Runtime> {
-        let mut tb = tokio::runtime::Builder::new_multi_thread();
-        tb.worker_threads(self.driver_threads).thread_name(format!("{}-driver", self.name));
+    /// A tokio current-thread runtime with the drivers asked for.
+    fn tokio(&self) -> io::Result<tokio::runtime::Runtime> {
+        let mut tb = tokio::runtime::Builder::new_current_thread();
         if self.io {
             tb.enable_io();
         }
         if self.time {
             tb.enable_time();
         }
-        let tokio = tb.build()?;
+        tb.build()
+    }
+
+    /// Starts the runtime's threads.
+    pub fn build(&mut self) -> io::Result<Runtime> {
+        let tokio = self.tokio()?;
         // The deferral rules and linger's table now, not at the first
         // request (reading the executable's symbols and inline records
         // takes tens of milliseconds).
@@ -117,26 +116,42 @@ impl Builder {
         linger::init().map_err(io::Error::other)?;
         let (sched, locals) = Scheduler::new(self.workers, self.slice);
         let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, tokio: tokio.handle().clone() }) };
+        let stop = |threads: Vec<std::thread::JoinHandle<()>>| {
+            sched.shutdown.store(true, Ordering::Release);
+            sched.wake_all();
+            for t in threads {
+                let _ = t.join();
+            }
+        };
         let mut threads = Vec::new();
         for (i, local) in locals.into_iter().enumerate() {
+            let own = match self.tokio() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    stop(threads);
+                    return Err(e);
+                }
+            };
             let h = handle.clone();
             let t = std::thread::Builder::new().name(format!("{}-{i}", self.name)).spawn(move || {
-                let _tokio = h.inner.tokio.enter();
                 // This thread's timer and signal state, before any task.
                 let _ = linger::init();
                 CURRENT.with(|c| *c.borrow_mut() = Some(h.clone()));
                 let sched = h.inner.sched.clone();
-                sched.run(i, local);
+                // Unconstrained: tokio's cooperative budget is per tokio
+                // task, and this loop is one for all of ours (preemptible
+                // tasks need none; `spawn_cooperative` ones go without, as
+                // on turquoise's earlier shared-driver design).
+                own.block_on(tokio::task::coop::unconstrained(sched.worker(i, local)));
                 CURRENT.with(|c| c.borrow_mut().take());
+                // Blocking tasks still running are left to finish on their
+                // own, as at the runtime's drop.
+                own.shutdown_background();
             });
             match t {
                 Ok(t) => threads.push(t),
                 Err(e) => {
-                    sched.shutdown.store(true, Ordering::Release);
-                    sched.wake_all();
-                    for t in threads {
-                        let _ = t.join();
-                    }
+                    stop(threads);
                     return Err(e);
                 }
             }
@@ -191,16 +206,20 @@ impl Handle {
         self.spawn_body(Body::Cooperative(Box::pin(fut)))
     }
 
-    /// Runs blocking code on tokio's blocking pool (untouched by turquoise).
+    /// Runs blocking code on a tokio blocking pool (untouched by turquoise):
+    /// that of the calling worker, or of `block_on`'s runtime elsewhere.
     pub fn spawn_blocking<F, R>(&self, f: F) -> tokio::task::JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.inner.tokio.spawn_blocking(f)
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if crate::scheduler::current_worker().is_some() => h.spawn_blocking(f),
+            _ => self.inner.tokio.spawn_blocking(f),
+        }
     }
 
-    /// The tokio runtime that drives I/O and timers.
+    /// The tokio runtime `block_on` runs on (each worker has its own).
     pub fn tokio(&self) -> &tokio::runtime::Handle {
         &self.inner.tokio
     }

@@ -18,14 +18,23 @@
 //! most once until it runs), so a stopped one is never polled elsewhere
 //! (`tests/runtime.rs` checks with `gettid`).
 //!
-//! Idle workers sleep on a condition variable each; a push to the injector
-//! or to a busy worker's local queue wakes one sleeper (to take or steal
-//! it), a push to a pinned queue wakes that worker.
+//! Each worker thread runs a tokio current-thread runtime of its own, whose
+//! drivers (I/O, timers) it turns itself: the worker loop is the future that
+//! runtime blocks on ([`Scheduler::worker`]). It runs tasks in batches and
+//! hands the thread back to tokio between them: after a poll its slice
+//! stopped, after [`BATCH`] polls (tokio's own interval between looks at its
+//! drivers), and when it has nothing to run. Then it waits in tokio's driver
+//! (`epoll_wait`): I/O and timers registered from this thread wake it
+//! without any other thread in the way. A push to the injector or to a busy
+//! worker's local queue wakes one waiting worker (to take or steal it), a
+//! push to a pinned queue wakes that worker: through the waker of its loop.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use async_task::{Runnable, ScheduleInfo};
@@ -38,6 +47,10 @@ pub(crate) type Task = Runnable<Arc<Shared>>;
 /// How often a worker looks at the injector before its own queues (as
 /// tokio's 61: new tasks from outside are not starved by local ones).
 const INJECTOR_INTERVAL: u64 = 61;
+
+/// Polls in a batch at most, before the worker's drivers are turned (tokio
+/// turns its drivers every 61 polls).
+const BATCH: u32 = 61;
 
 /// Per-worker counters (see `Runtime::worker_metrics`).
 #[derive(Default)]
@@ -53,9 +66,11 @@ pub(crate) struct Slot {
     stealer: Stealer<Task>,
     /// With when each was stopped.
     pinned: Mutex<VecDeque<(Instant, Task)>>,
-    /// Woken since it last slept (guards against a lost wake-up).
-    notified: Mutex<bool>,
-    bell: Condvar,
+    /// The waker of the worker's loop while it waits for work.
+    waker: Mutex<Option<Waker>>,
+    /// The worker waits in tokio's driver (read on its own thread only:
+    /// a driver that wakes a task there queues it and wakes this worker).
+    waiting: AtomicBool,
     pub(crate) counters: Counters,
 }
 
@@ -92,8 +107,8 @@ impl Scheduler {
             .map(|d| Slot {
                 stealer: d.stealer(),
                 pinned: Mutex::new(VecDeque::new()),
-                notified: Mutex::new(false),
-                bell: Condvar::new(),
+                waker: Mutex::new(None),
+                waiting: AtomicBool::new(false),
                 counters: Counters::default(),
             })
             .collect();
@@ -131,8 +146,12 @@ impl Scheduler {
         } else {
             Some(task)
         };
-        if let Some(task) = task {
-            self.injector.push(task);
+        match task {
+            Some(task) => self.injector.push(task),
+            // Woken by this worker's own driver while it waits: it runs the
+            // task itself, next (where the I/O was registered).
+            None if self.slots[me.1].waiting.load(Ordering::Relaxed) => return self.notify(me.1),
+            None => {}
         }
         self.wake_one();
     }
@@ -155,9 +174,13 @@ impl Scheduler {
     }
 
     fn notify(&self, w: usize) {
-        let slot = &self.slots[w];
-        *slot.notified.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        slot.bell.notify_one();
+        // The waker is taken under the lock that the waiting worker stores
+        // it under before it looks at the queues a last time (`batch`): it
+        // either finds the push, or its waker here.
+        let waker = self.slots[w].waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     /// Wakes every worker (shutdown).
@@ -167,40 +190,96 @@ impl Scheduler {
         }
     }
 
-    /// Worker `me`'s loop, until shutdown.
-    pub(crate) fn run(self: &Arc<Self>, me: usize, local: Deque<Task>) {
-        WORKER.with(|w| w.set((Arc::as_ptr(self), me)));
+    /// Worker `me`'s loop, until shutdown: the future its thread's tokio
+    /// runtime blocks on.
+    pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Task>) {
+        WORKER.with(|w| w.set((Arc::as_ptr(&self), me)));
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
-        let slot = &self.slots[me];
         let mut tick = 0u64;
-        while !self.shutdown.load(Ordering::Acquire) {
-            tick += 1;
-            // The deque is borrowed only to take a task, never while one
-            // runs (a task's wakes push on it).
-            let next = LOCAL.with(|l| self.next(me, l.borrow().as_ref().expect("worker deque"), tick));
-            match next {
-                Some(task) => {
-                    slot.counters.polls.fetch_add(1, Ordering::Relaxed);
-                    let shared = task.metadata().clone();
-                    task.run();
-                    if shared.pinned.load(Ordering::Relaxed) != 0 {
-                        slot.counters.preemptions.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                None => LOCAL.with(|l| self.park(me, l.borrow().as_ref().expect("worker deque"))),
-            }
+        while poll_fn(|cx| self.batch(me, &mut tick, cx)).await {
+            // Let tokio turn this thread's drivers (without sleeping), then
+            // go on.
+            tokio::task::yield_now().await;
         }
-        // What is left is dropped here (its pinned tasks on their thread);
-        // dropping a task may wake others, which then go to the injector.
+        // What is left is dropped here, inside the worker's runtime (its
+        // pinned tasks on their thread); dropping a task may wake others,
+        // which then go to the injector.
         let local = LOCAL.with(|l| l.borrow_mut().take());
         if let Some(local) = local {
             while let Some(t) = local.pop() {
                 drop(t);
             }
         }
-        let left: Vec<(Instant, Task)> = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let left: Vec<(Instant, Task)> = self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
         drop(left);
         WORKER.with(|w| w.set((std::ptr::null(), 0)));
+    }
+
+    /// Runs a batch of tasks: `Ready(true)` to let tokio turn the drivers
+    /// and come back, `Ready(false)` at shutdown, `Pending` when there is
+    /// nothing to run (then woken by `notify`, or by a driver).
+    fn batch(&self, me: usize, tick: &mut u64, cx: &mut Context<'_>) -> Poll<bool> {
+        let slot = &self.slots[me];
+        // Woken by a driver rather than by `notify`: no longer waiting.
+        if slot.waiting.swap(false, Ordering::Relaxed) {
+            self.unregister(me);
+        }
+        let mut polls = 0;
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return Poll::Ready(false);
+            }
+            *tick += 1;
+            // The deque is borrowed only to take a task, never while one
+            // runs (a task's wakes push on it).
+            let next = LOCAL.with(|l| self.next(me, l.borrow().as_ref().expect("worker deque"), *tick));
+            let Some(task) = next else {
+                if self.wait(me, cx) {
+                    return Poll::Pending;
+                }
+                continue;
+            };
+            slot.counters.polls.fetch_add(1, Ordering::Relaxed);
+            let shared = task.metadata().clone();
+            task.run();
+            polls += 1;
+            let stopped = shared.pinned.load(Ordering::Relaxed) != 0;
+            if stopped {
+                slot.counters.preemptions.fetch_add(1, Ordering::Relaxed);
+            }
+            // A stopped poll took a whole slice: look at the drivers now, as
+            // after a batch (a request that arrived meanwhile is seen within
+            // a slice, not within a batch of slices).
+            if stopped || polls >= BATCH {
+                return Poll::Ready(true);
+            }
+        }
+    }
+
+    /// Registers worker `me` as waiting; false if work came meanwhile.
+    fn wait(&self, me: usize, cx: &mut Context<'_>) -> bool {
+        let slot = &self.slots[me];
+        if LOCAL.with(|l| l.borrow().as_ref().is_some_and(|d| !d.is_empty())) {
+            return false;
+        }
+        *slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        {
+            let mut s = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+            s.push(me);
+            self.n_sleepers.fetch_add(1, Ordering::SeqCst);
+        }
+        // Registered first, checked second: a push after the check finds us
+        // among the sleepers (or, for our pinned queue, finds our waker) and
+        // wakes us (see the fence in `wake_one`).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.has_work_for(me) || self.shutdown.load(Ordering::Acquire) {
+            self.unregister(me);
+            slot.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+            return false;
+        }
+        slot.counters.parks.fetch_add(1, Ordering::Relaxed);
+        slot.waiting.store(true, Ordering::Relaxed);
+        true
     }
 
     fn next(&self, me: usize, local: &Deque<Task>, tick: u64) -> Option<Task> {
@@ -264,34 +343,6 @@ impl Scheduler {
         !self.injector.is_empty()
             || !self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
             || self.slots.iter().enumerate().any(|(i, s)| i != me && !s.stealer.is_empty())
-    }
-
-    fn park(&self, me: usize, local: &Deque<Task>) {
-        if !local.is_empty() {
-            return;
-        }
-        {
-            let mut s = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
-            s.push(me);
-            self.n_sleepers.fetch_add(1, Ordering::SeqCst);
-        }
-        // Registered first, checked second: a push after the check finds us
-        // among the sleepers and notifies us (see the fence in `wake_one`).
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.has_work_for(me) || self.shutdown.load(Ordering::Acquire) {
-            self.unregister(me);
-            return;
-        }
-        let slot = &self.slots[me];
-        slot.counters.parks.fetch_add(1, Ordering::Relaxed);
-        let mut n = slot.notified.lock().unwrap_or_else(|e| e.into_inner());
-        while !*n {
-            n = slot.bell.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-        *n = false;
-        drop(n);
-        // Woken for our pinned queue, not through `sleepers`: leave it.
-        self.unregister(me);
     }
 
     fn unregister(&self, me: usize) {
