@@ -51,6 +51,16 @@ typedef struct linger_opts_t {
   bool leave_blocked;
 } linger_opts_t;
 
+// How one preemption went (see [`last_preemption`]); in C,
+// `linger_preemption_t`.
+typedef struct linger_preemption_t {
+  // Time from the deadline to the stop, in nanoseconds.
+  uint64_t overrun_ns;
+  // The deadline first found the function in code that must not be
+  // interrupted, and the stop waited for it to leave.
+  bool deferred;
+} linger_preemption_t;
+
 // Counters of the calling thread, from `linger::stats()` in Rust or
 // `linger_stats()` in C (where this is `linger_stats_t`).
 typedef struct linger_stats_t {
@@ -185,6 +195,14 @@ void linger_critical_begin(void);
 // Closes a scope opened by `linger_critical_begin`. Returns 0, or -1 with
 // `EINVAL` if no scope is open.
 int32_t linger_critical_end(void);
+
+// Copies the calling thread's most recent preemption into `out`. Returns 1,
+// 0 if this thread has seen none (`out` untouched), or -1 with `EINVAL` for
+// NULL.
+//
+// # Safety
+// `out` must be NULL or point to a writable `linger_preemption_t`.
+int32_t linger_last_preemption(struct linger_preemption_t *out);
 
 // Copies the calling thread's counters into `out`. Returns 0, or -1 with
 // `EINVAL` for NULL.

@@ -81,6 +81,8 @@ static void test_cancel_at_end(int n) {
         CHECK(s1.deferred_preemptions == s0.deferred_preemptions + 1, "iteration %d: deferred_preemptions +%llu", i,
               (unsigned long long)(s1.deferred_preemptions - s0.deferred_preemptions));
         CHECK(!linger_yielded(&l), "iteration %d: a deferred preemption reported as yielded", i);
+        linger_preemption_t p;
+        CHECK(linger_last_preemption(&p) == 1 && p.deferred, "iteration %d: last preemption not reported deferred", i);
         if (i % 2) {
             CHECK(linger_cancel(&l) == 0 && l.is_cancelled, "iteration %d: cancel", i);
             CHECK(t.after_end == 0, "iteration %d: cancel ran the function on", i);

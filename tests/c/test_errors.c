@@ -71,6 +71,7 @@ static void test_null_and_fake(int n) {
         EXPECT_FAIL(linger_cancel(NULL), EINVAL);
         CHECK(!linger_yielded(NULL), "linger_yielded(NULL) returned true");
         EXPECT_FAIL(linger_stats(NULL), EINVAL);
+        EXPECT_FAIL(linger_last_preemption(NULL), EINVAL);
         EXPECT_FAIL(linger_critical_end(), EINVAL);
 
         for (size_t k = 0; k < NFAKE; k++) {

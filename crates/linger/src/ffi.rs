@@ -374,6 +374,30 @@ pub extern "C" fn linger_critical_end() -> i32 {
     0
 }
 
+/// Copies the calling thread's most recent preemption into `out`. Returns 1,
+/// 0 if this thread has seen none (`out` untouched), or -1 with `EINVAL` for
+/// NULL.
+///
+/// # Safety
+/// `out` must be NULL or point to a writable `linger_preemption_t`.
+#[no_mangle]
+pub unsafe extern "C" fn linger_last_preemption(out: *mut crate::Preemption) -> i32 {
+    // SAFETY: NULL or valid per the contract.
+    match unsafe { out.as_mut() } {
+        Some(o) => match crate::last_preemption() {
+            Some(p) => {
+                *o = p;
+                1
+            }
+            None => 0,
+        },
+        None => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}
+
 /// Copies the calling thread's counters into `out`. Returns 0, or -1 with
 /// `EINVAL` for NULL.
 ///

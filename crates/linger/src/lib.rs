@@ -62,7 +62,7 @@ use std::time::Duration;
 pub use config::{parse_duration, Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
 pub use scope::{scope, Scope, ScopedLinger};
-pub use stats::{reset_stats, stats, Stats};
+pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
 
 use runtime::{Inner, Scope as NoPreempt, Status};
 use thread::Suspend;

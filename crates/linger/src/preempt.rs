@@ -145,13 +145,14 @@ pub(crate) fn unblock_on_this_thread(signo: i32) {
     }
 }
 
-fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64) {
+fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64, deferred: bool) {
     bump(&ts.stats.preemptions);
     frame.overdue.set(false);
     let over = now.saturating_sub(frame.deadline.get());
     if over > ts.stats.worst_overrun_ns.get() {
         ts.stats.worst_overrun_ns.set(over);
     }
+    ts.last_preemption.set(Some(crate::stats::Preemption { overrun_ns: over, deferred }));
 }
 
 /// Hands control from the running function back to its caller; returns when
@@ -316,7 +317,7 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
         bump(&ts.stats.pauses);
         Suspend::Paused
     } else {
-        record_preemption(ts, f, now);
+        record_preemption(ts, f, now, true);
         bump(&ts.stats.deferred_preemptions);
         Suspend::Preempted
     };
@@ -1072,8 +1073,11 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 if release {
                     crate::return_trap::release(f);
                 }
+                // Deferred before: this is a timer retry (a return trap
+                // stops the function elsewhere, in `pause`).
+                let deferred = f.retries.get() > 0;
                 f.retries.set(0);
-                record_preemption(ts, f, now);
+                record_preemption(ts, f, now, deferred);
                 // Parked from here on, and with room to spare once resumed.
                 f.handler_uc.set(0);
                 ts.defer.set(0);

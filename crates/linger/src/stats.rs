@@ -76,6 +76,25 @@ cells! {
     return_traps, library_overflows,
 }
 
+/// How one preemption went (see [`last_preemption`]); in C,
+/// `linger_preemption_t`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Preemption {
+    /// Time from the deadline to the stop, in nanoseconds.
+    pub overrun_ns: u64,
+    /// The deadline first found the function in code that must not be
+    /// interrupted, and the stop waited for it to leave.
+    pub deferred: bool,
+}
+
+/// The calling thread's most recent preemption, if any: after a `resume`
+/// that came back preempted, how late and whether deferred (what a
+/// scheduler reports per task; the counters here are per thread).
+pub fn last_preemption() -> Option<Preemption> {
+    ts().last_preemption.get()
+}
+
 /// Counters of the calling thread.
 pub fn stats() -> Stats {
     ts().stats.snapshot()

@@ -229,6 +229,8 @@ pub(crate) struct ThreadState {
     /// None: the handler then reads nothing and defers.
     pub reader: Cell<Option<&'static crate::ranges::Reader>>,
     pub stats: StatCells,
+    /// This thread's most recent preemption (`stats::last_preemption`).
+    pub last_preemption: Cell<Option<crate::stats::Preemption>>,
     /// Addresses of this thread's C++ exception globals and errno, or 0
     /// until first needed (see `flow`).
     pub cxa_globals: Cell<usize>,
@@ -256,6 +258,7 @@ thread_local! {
             reader: Cell::new(None),
             shadow_blocked: Cell::new(false),
             stats: StatCells::new(),
+            last_preemption: Cell::new(None),
             cxa_globals: Cell::new(0),
             errno_at: Cell::new(0),
             exit_pending: Cell::new(None),

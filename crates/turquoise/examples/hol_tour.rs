@@ -85,5 +85,11 @@ fn main() {
     ));
     summary("turquoise::Runtime, 2 ms slices:", v);
     let m = rt.worker_metrics()[0];
-    println!("  (turquoise's worker: {} polls, {} cut short by their slice)", m.polls, m.preemptions);
+    println!(
+        "  (turquoise's worker: {} polls, {} cut short by their slice, {} of those late for runtime code, worst {:.0} us after the deadline)",
+        m.polls,
+        m.preemptions,
+        m.deferred_preemptions,
+        m.worst_overrun.as_secs_f64() * 1e6
+    );
 }

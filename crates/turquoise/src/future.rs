@@ -63,19 +63,27 @@ impl Wake for Shared {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         // Before the outer wake: an outer poll that reads `false` is
-        // followed by this wake, hence by another outer poll.
-        self.woken.store(true, Ordering::SeqCst);
+        // followed by this wake, hence by another outer poll (the
+        // `AtomicWaker` orders its register and wake).
+        self.woken.store(true, Ordering::Release);
         self.outer.wake();
     }
 }
 
-/// Counters of one preemptible future.
+/// Counters of one preemptible future (or runtime task).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PollStats {
     /// Outer polls.
     pub polls: u64,
     /// Outer polls whose slice ran out in the middle of an inner poll.
     pub preemptions: u64,
+    /// Of those, preemptions whose deadline found the poll in code that
+    /// must not be interrupted (tokio's, libc's, a critical scope) and
+    /// waited for it to return.
+    pub deferred_preemptions: u64,
+    /// The latest stop after a deadline: time from the deadline to the
+    /// stop, worst over the preemptions so far.
+    pub worst_overrun: Duration,
     /// Outer polls on another thread than the one the stopped inner poll
     /// ran on: not resumed (see the module's doc).
     pub misplaced: u64,
@@ -99,6 +107,8 @@ pub struct Preemptible<T: Send + 'static> {
     /// inner future is waiting, and the loop may resume on any thread.
     rest: bool,
     stats: PollStats,
+    /// The last poll's preemption.
+    last: Option<linger::Preemption>,
 }
 
 /// Runs `fut` in time slices: each poll of the returned future polls `fut`
@@ -137,7 +147,13 @@ where
             let waker = Waker::from(shared.clone());
             let mut cx = Context::from_waker(&waker);
             loop {
-                shared.woken.store(false, Ordering::SeqCst);
+                // Cleared only when set (a plain load on the way): a wake
+                // that this load misses leaves the flag up, and costs one
+                // spare poll at most. Acquire: the inner poll sees what the
+                // waker's side did before it woke us.
+                if shared.woken.load(Ordering::Relaxed) {
+                    shared.woken.swap(false, Ordering::Acquire);
+                }
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
                     return v;
                 }
@@ -162,6 +178,7 @@ where
         misses: 0,
         rest: true,
         stats: PollStats::default(),
+        last: None,
     }
 }
 
@@ -189,6 +206,26 @@ impl<T: Send + 'static> Preemptible<T> {
         self.stats
     }
 
+    /// How the last poll's preemption went, if it was preempted.
+    pub(crate) fn last_preemption(&self) -> Option<linger::Preemption> {
+        self.last
+    }
+
+    fn note(&mut self, p: linger::Preemption) {
+        let overrun = Duration::from_nanos(p.overrun_ns);
+        self.stats.deferred_preemptions += p.deferred as u64;
+        self.stats.worst_overrun = self.stats.worst_overrun.max(overrun);
+        self.last = Some(p);
+        tracing::debug!(
+            target: "turquoise",
+            overrun_us = p.overrun_ns / 1000,
+            deferred = p.deferred,
+            polls = self.stats.polls,
+            preemptions = self.stats.preemptions,
+            "poll preempted"
+        );
+    }
+
     /// Was the last poll stopped by its slice in the middle of an inner
     /// poll? Then the next one must run on the same thread.
     pub fn is_stopped(&self) -> bool {
@@ -206,6 +243,7 @@ impl<T: Send + 'static> Future for Preemptible<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let this = &mut *self;
         this.stats.polls += 1;
+        this.last = None;
         this.shared.outer.register(cx.waker());
         if let Some(start) = this.start.take() {
             match start(this.shared.clone()) {
@@ -233,8 +271,13 @@ impl<T: Send + 'static> Future for Preemptible<T> {
             panic!("turquoise: cannot resume a preemptible future: {e}");
         }
         match this.body.take() {
-            Some(Linger::Completion(v)) => Poll::Ready(v),
+            Some(Linger::Completion(v)) => {
+                this.rest = true;
+                Poll::Ready(v)
+            }
             Some(Linger::Continuation(c)) => {
+                // Stopped by the deadline (not a `pause()`): how late.
+                let stop = if c.yielded() { None } else { linger::last_preemption() };
                 // At rest: stopped by the loop's own `pause()`. Not if the
                 // slice ran out anywhere else, even after the inner poll
                 // returned (the loop would then pause at its next resume,
@@ -246,11 +289,14 @@ impl<T: Send + 'static> Future for Preemptible<T> {
                     // The slice ran out inside an inner poll: go behind the
                     // other runnable tasks, and come back to this thread.
                     this.stats.preemptions += 1;
+                    if let Some(p) = stop {
+                        this.note(p);
+                    }
                     if !this.home.as_ref().is_some_and(home::is_here) {
                         this.home = Some(home::here());
                     }
                     cx.waker().wake_by_ref();
-                } else if this.shared.woken.load(Ordering::SeqCst) {
+                } else if this.shared.woken.load(Ordering::Acquire) {
                     // A wake-up came while the last inner poll was under
                     // way, and it was stopped by the slice before it could
                     // return (or before the loop could pause): this poll

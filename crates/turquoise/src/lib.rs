@@ -40,6 +40,7 @@
 //! Layers: `future.rs` is the wrapper, on top of `linger`'s public API only
 //! (`Builder::launch`, `resume`, `pause`).
 
+mod counters;
 mod future;
 mod home;
 mod rules;

@@ -271,6 +271,11 @@ pub struct WorkerMetrics {
     pub polls: u64,
     /// Polls stopped by their slice (the task then resumed on this worker).
     pub preemptions: u64,
+    /// Of those, stops whose deadline found the poll in code that must not
+    /// be interrupted and waited for it to return.
+    pub deferred_preemptions: u64,
+    /// The latest stop after a deadline on this worker.
+    pub worst_overrun: Duration,
     /// Batches of tasks taken from other workers.
     pub steals: u64,
     /// Times the worker went to sleep for lack of work.
@@ -345,9 +350,12 @@ impl Runtime {
             .sched
             .slots
             .iter()
-            .map(|s| WorkerMetrics {
-                polls: s.counters.polls.load(Ordering::Relaxed),
-                preemptions: s.counters.preemptions.load(Ordering::Relaxed),
+            .map(|s| (s.counters.polls.get(), s))
+            .map(|(p, s)| WorkerMetrics {
+                polls: p.polls,
+                preemptions: p.preemptions,
+                deferred_preemptions: p.deferred_preemptions,
+                worst_overrun: p.worst_overrun,
                 steals: s.counters.steals.load(Ordering::Relaxed),
                 parks: s.counters.parks.load(Ordering::Relaxed),
             })

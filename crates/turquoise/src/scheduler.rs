@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use async_task::{Runnable, ScheduleInfo};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 
+use crate::counters::PollCounters;
 use crate::task::Shared;
 
 pub(crate) type Task = Runnable<Arc<Shared>>;
@@ -55,8 +56,7 @@ const BATCH: u32 = 61;
 /// Per-worker counters (see `Runtime::worker_metrics`).
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) polls: AtomicU64,
-    pub(crate) preemptions: AtomicU64,
+    pub(crate) polls: PollCounters,
     pub(crate) steals: AtomicU64,
     pub(crate) parks: AtomicU64,
 }
@@ -88,6 +88,19 @@ pub(crate) struct Scheduler {
 thread_local! {
     /// The scheduler and index of the worker this thread is.
     static WORKER: Cell<(*const Scheduler, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+}
+
+/// Counts a task's poll on the calling worker (none: nothing).
+pub(crate) fn count_poll(preempted: bool, p: Option<linger::Preemption>) {
+    let (s, i) = WORKER.with(|w| w.get());
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: `WORKER` is set only while `Scheduler::worker` runs on this
+    // thread, and that holds an `Arc` of the scheduler; polls happen inside
+    // it.
+    let c = unsafe { &(&(*s).slots)[i].counters };
+    c.polls.add(preempted, p);
 }
 
 /// The index of the worker the calling thread is, of any scheduler.
@@ -239,14 +252,11 @@ impl Scheduler {
                 }
                 continue;
             };
-            slot.counters.polls.fetch_add(1, Ordering::Relaxed);
             let shared = task.metadata().clone();
             task.run();
             polls += 1;
+            // Stopped: pinned here, so not running anywhere else.
             let stopped = shared.pinned.load(Ordering::Relaxed) != 0;
-            if stopped {
-                slot.counters.preemptions.fetch_add(1, Ordering::Relaxed);
-            }
             // A stopped poll took a whole slice: look at the drivers now, as
             // after a batch (a request that arrived meanwhile is seen within
             // a slice, not within a batch of slices).
@@ -303,7 +313,7 @@ impl Scheduler {
         if found.is_some() {
             return found;
         }
-        self.steal(me, local)
+        self.steal(me, local, tick)
     }
 
     fn take_injector(&self, local: &Deque<Task>) -> Option<Task> {
@@ -316,10 +326,10 @@ impl Scheduler {
         }
     }
 
-    fn steal(&self, me: usize, local: &Deque<Task>) -> Option<Task> {
+    fn steal(&self, me: usize, local: &Deque<Task>, tick: u64) -> Option<Task> {
         let n = self.slots.len();
         // Start somewhere different each time (cheap, not random).
-        let start = (me + 1 + (self.slots[me].counters.polls.load(Ordering::Relaxed) as usize)) % n;
+        let start = (me + 1 + tick as usize) % n;
         for k in 0..n {
             let v = (start + k) % n;
             if v == me {

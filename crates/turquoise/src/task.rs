@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use crate::future::Preemptible;
+use crate::counters::PollCounters;
+use crate::future::{PollStats, Preemptible};
 
 /// What a task's scheduler entry, its future and its handle share.
 pub(crate) struct Shared {
@@ -23,11 +24,24 @@ pub(crate) struct Shared {
     /// (0: not stopped, it may run anywhere). Written by the polling
     /// worker before async-task can schedule the task again.
     pub(crate) pinned: AtomicUsize,
+    /// The task's counters, for its handle.
+    counters: PollCounters,
 }
 
 impl Shared {
     pub(crate) fn new() -> Arc<Shared> {
-        Arc::new(Shared { aborted: AtomicBool::new(false), waker: Mutex::new(None), pinned: AtomicUsize::new(0) })
+        Arc::new(Shared {
+            aborted: AtomicBool::new(false),
+            waker: Mutex::new(None),
+            pinned: AtomicUsize::new(0),
+            counters: PollCounters::default(),
+        })
+    }
+
+    /// After a poll: the task's counters, and its worker's.
+    fn count(&self, preempted: bool, p: Option<linger::Preemption>) {
+        self.counters.add(preempted, p);
+        crate::scheduler::count_poll(preempted, p);
     }
 }
 
@@ -119,6 +133,11 @@ where
             Body::Preemptible(p) => Pin::new(p).poll(cx),
             Body::Cooperative(f) => f.as_mut().poll(cx),
         }));
+        let (preempted, how) = match this.body {
+            Some(Body::Preemptible(ref p)) => (p.is_stopped(), p.last_preemption()),
+            _ => (false, None),
+        };
+        this.shared.count(preempted, how);
         match r {
             Ok(Poll::Ready(v)) => {
                 this.body = None;
@@ -173,6 +192,13 @@ impl<T> JoinHandle<T> {
                 w.wake();
             }
         }
+    }
+
+    /// The task's counters so far: polls, preemptions, deferred
+    /// preemptions and the worst overrun (all zero but polls for a
+    /// cooperative task).
+    pub fn stats(&self) -> PollStats {
+        self.shared.counters.get()
     }
 
     /// Has the task finished (returned, panicked or been cancelled)?

@@ -1,0 +1,56 @@
+//! A `tracing` event per preemption. Alone in its binary: tracing caches
+//! each call site's interest process-wide, and a test running beside this
+//! one with no subscriber could leave it cached as "never".
+
+mod common;
+use common::spin;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use turquoise::PreemptibleExt;
+
+/// A `Write` into a shared buffer, for the subscriber.
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// With a subscriber at DEBUG, each preemption gives one `poll preempted`
+/// event from target `turquoise`; without one, nothing is recorded.
+#[test]
+fn an_event_per_preemption() {
+    for round in 0..5 {
+        let buf = Buffer::default();
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let stats = tracing::subscriber::with_default(subscriber, || {
+            let mut fut = async {
+                for _ in 0..100 {
+                    spin(20_000);
+                }
+            }
+            .preemptible(Duration::from_micros(200));
+            futures::executor::block_on(&mut fut);
+            fut.stats()
+        });
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let events = out.lines().filter(|l| l.contains("turquoise: poll preempted")).count() as u64;
+        assert!(stats.preemptions > 0, "round {round}: never preempted");
+        assert_eq!(events, stats.preemptions, "round {round}: {out}");
+        assert!(out.contains("overrun_us=") && out.contains("deferred="), "{out}");
+    }
+}
