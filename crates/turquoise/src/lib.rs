@@ -50,5 +50,5 @@ mod task;
 
 pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
 pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
-pub use task::{JoinError, JoinHandle};
+pub use task::{AbortHandle, JoinError, JoinHandle};
 pub use turquoise_macros::main;

@@ -38,6 +38,17 @@ impl Shared {
         })
     }
 
+    /// Cancels the task at its next turn (see `JoinHandle::abort`); nothing
+    /// once it has finished.
+    fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        // A finished task's future is gone, and its waker with it.
+        let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
     /// After a poll: the task's counters, and its worker's.
     fn count(&self, preempted: bool, p: Option<linger::Preemption>) {
         self.counters.add(preempted, p);
@@ -186,12 +197,14 @@ impl<T> JoinHandle<T> {
     /// `JoinError::Cancelled`, unless the task had finished already.
     pub fn abort(&self) {
         if self.task.is_some() {
-            self.shared.aborted.store(true, Ordering::Release);
-            let w = self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(w) = w {
-                w.wake();
-            }
+            self.shared.abort();
         }
+    }
+
+    /// A handle that can abort the task without owning the right to await
+    /// it (shareable, as tokio's).
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle { shared: self.shared.clone() }
     }
 
     /// The task's counters so far: polls, preemptions, deferred
@@ -204,6 +217,25 @@ impl<T> JoinHandle<T> {
     /// Has the task finished (returned, panicked or been cancelled)?
     pub fn is_finished(&self) -> bool {
         self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+/// Aborts a task from anywhere (see [`JoinHandle::abort_handle`]).
+#[derive(Clone)]
+pub struct AbortHandle {
+    shared: Arc<Shared>,
+}
+
+impl AbortHandle {
+    /// See [`JoinHandle::abort`]; nothing if the task has finished.
+    pub fn abort(&self) {
+        self.shared.abort();
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle").finish_non_exhaustive()
     }
 }
 

@@ -6,7 +6,7 @@
 //! without preemption fails after a generous time limit instead.
 
 mod common;
-use common::{expected, hazard_round, spin, Flag, Task};
+use common::{expected, hazard_round, spawned, spin, Flag, Spawned, Task};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -261,7 +261,8 @@ fn no_wake_up_is_lost_at_20_us_slices_on_tokio() {
     }
 }
 
-fn sliced_20_us(task: Task) -> Task {
+fn sliced_20_us(task: Task) -> Spawned {
     let h = tokio::spawn(task.preemptible(Duration::from_micros(20)));
-    Box::pin(async move { h.await.unwrap() })
+    let a = h.abort_handle();
+    spawned(h, |e| e.is_panic().then(|| e.into_panic()), move || a.abort())
 }

@@ -4,7 +4,7 @@
 //! generous limit instead).
 
 mod common;
-use common::{expected, hazard_round, spin, Flag, Task};
+use common::{expected, hazard_round, spawned, spin, Flag, Spawned, Task};
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -238,16 +238,31 @@ fn hazards_timers_channels_locks_and_sockets() {
     for round in 0..3 {
         for workers in [1, 2, 4] {
             for slice_us in [20, 200, 2000] {
-                let rt = runtime(workers, Duration::from_micros(slice_us));
-                let r = rt.block_on(async { tokio::time::timeout(LIMIT, hazard_round(on_turquoise, 300)).await });
-                let total = r.unwrap_or_else(|_| panic!("round {round}, {workers} workers, {slice_us} us slices: stuck"));
-                assert_eq!(total, expected(300), "{workers} workers, {slice_us} us");
+                hazards(workers, slice_us, 300, round);
             }
         }
     }
 }
 
-fn on_turquoise(task: Task) -> Task {
+/// The same with thousands of tasks at once (hundreds of connections).
+#[test]
+fn hazards_at_scale() {
+    for workers in [1, 2, 4] {
+        for slice_us in [20, 2000] {
+            hazards(workers, slice_us, 3000, 0);
+        }
+    }
+}
+
+fn hazards(workers: usize, slice_us: u64, tasks: u64, round: u32) {
+    let rt = runtime(workers, Duration::from_micros(slice_us));
+    let r = rt.block_on(async { tokio::time::timeout(LIMIT, hazard_round(on_turquoise, tasks)).await });
+    let total = r.unwrap_or_else(|_| panic!("round {round}, {tasks} tasks, {workers} workers, {slice_us} us slices: stuck"));
+    assert_eq!(total, expected(tasks), "{tasks} tasks, {workers} workers, {slice_us} us");
+}
+
+fn on_turquoise(task: Task) -> Spawned {
     let h = turquoise::spawn(task);
-    Box::pin(async move { h.await.unwrap() })
+    let a = h.abort_handle();
+    spawned(h, |e| e.is_panic().then(|| e.into_panic()), move || a.abort())
 }
