@@ -266,3 +266,79 @@ fn on_turquoise(task: Task) -> Spawned {
     let a = h.abort_handle();
     spawned(h, |e| e.is_panic().then(|| e.into_panic()), move || a.abort())
 }
+
+/// tokio's APIs from inside preemptible tasks that are being preempted:
+/// `tokio::spawn` (a cooperative task on the same worker), `JoinSet`,
+/// `yield_now`, `Handle::current` (tokio's and turquoise's),
+/// `spawn_blocking`, timers, channels and TCP.
+#[test]
+fn tokio_apis_inside_preempted_tasks() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = runtime(2, Duration::from_micros(100));
+    for round in 0..20 {
+        let tasks: Vec<_> = (0..8u64)
+            .map(|k| {
+                rt.spawn(async move {
+                    let mut acc = 0u64;
+                    // Preempted between and inside each of these.
+                    spin(200_000);
+                    acc += tokio::spawn(async move { k + 1 }).await.unwrap();
+                    let mut set = tokio::task::JoinSet::new();
+                    for j in 0..4u64 {
+                        set.spawn(async move {
+                            tokio::task::yield_now().await;
+                            j
+                        });
+                    }
+                    while let Some(r) = set.join_next().await {
+                        acc += r.unwrap();
+                    }
+                    spin(200_000);
+                    for _ in 0..3 {
+                        tokio::task::yield_now().await;
+                        spin(50_000);
+                    }
+                    acc += tokio::runtime::Handle::current().spawn(async { 10 }).await.unwrap();
+                    acc += turquoise::Handle::current().spawn(async { 100 }).await.unwrap();
+                    acc += tokio::task::spawn_blocking(|| 1000).await.unwrap();
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_micros(200)).await;
+                        tx.send(10_000u64).unwrap();
+                    });
+                    acc += rx.await.unwrap();
+                    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    let addr = l.local_addr().unwrap();
+                    let server = tokio::spawn(async move {
+                        let (mut s, _) = l.accept().await.unwrap();
+                        let mut b = [0u8; 8];
+                        s.read_exact(&mut b).await.unwrap();
+                        s.write_all(&b).await.unwrap();
+                    });
+                    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    spin(100_000);
+                    c.write_all(&100_000u64.to_le_bytes()).await.unwrap();
+                    let mut b = [0u8; 8];
+                    c.read_exact(&mut b).await.unwrap();
+                    server.await.unwrap();
+                    acc + u64::from_le_bytes(b)
+                })
+            })
+            .collect();
+        let sum = rt.block_on(async {
+            tokio::time::timeout(LIMIT, async {
+                let mut sum = 0;
+                for t in tasks {
+                    sum += t.await.unwrap();
+                }
+                sum
+            })
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: stuck"))
+        });
+        let each = |k: u64| k + 1 + 6 + 10 + 100 + 1000 + 10_000 + 100_000;
+        assert_eq!(sum, (0..8).map(each).sum::<u64>(), "round {round}");
+    }
+    let m = rt.worker_metrics();
+    assert!(m.iter().map(|w| w.preemptions).sum::<u64>() > 0, "never preempted: {m:?}");
+}
