@@ -56,11 +56,15 @@ fn cpus() -> usize {
 struct Server {
     mode: &'static str,
     slice_us: u64,
+    /// linger's monitor thread keeps the deadlines (`LINGER_TIMEKEEPING=monitor`),
+    /// not a timer per worker.
+    monitor: bool,
 }
 
 impl Server {
     fn label(&self) -> String {
         match self.mode {
+            "turquoise" if self.monitor => format!("turquoise {} ms, monitor", self.slice_us as f64 / 1000.0),
             "turquoise" => format!("turquoise {} ms", self.slice_us as f64 / 1000.0),
             "wrapped" => "tokio, wrapped".into(),
             m => m.into(),
@@ -68,9 +72,14 @@ impl Server {
     }
 }
 
-const TOKIO: Server = Server { mode: "tokio", slice_us: 0 };
-const WRAPPED: Server = Server { mode: "wrapped", slice_us: 0 };
-const TURQUOISE: Server = Server { mode: "turquoise", slice_us: 2000 };
+const TOKIO: Server = Server { mode: "tokio", slice_us: 0, monitor: false };
+const WRAPPED: Server = Server { mode: "wrapped", slice_us: 0, monitor: false };
+const TURQUOISE: Server = Server { mode: "turquoise", slice_us: 2000, monitor: false };
+const MONITORED: Server = Server { mode: "turquoise", slice_us: 2000, monitor: true };
+
+/// Closed-loop runs per server, alternating (its throughput is compared
+/// within a few percent: one run each would be noise).
+const CLOSED_ROUNDS: usize = 3;
 
 struct Running {
     child: Child,
@@ -88,6 +97,7 @@ fn start(s: Server, port: u16) -> Result<Running, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut child = Command::new(exe)
         .args(["server", s.mode, &s.slice_us.to_string(), &port.to_string()])
+        .env("LINGER_TIMEKEEPING", if s.monitor { "monitor" } else { "timer" })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -195,12 +205,17 @@ fn sweep(o: &Opts) -> Result<(), String> {
         for s in [TOKIO, WRAPPED, TURQUOISE] {
             plan.push((s, p, false));
         }
+        if p == 0 || p == 20 {
+            plan.push((MONITORED, p, false));
+        }
     }
     for &sl in &slices {
-        plan.push((Server { mode: "turquoise", slice_us: sl }, 20, false));
+        plan.push((Server { mode: "turquoise", slice_us: sl, monitor: false }, 20, false));
     }
-    for s in [TOKIO, WRAPPED, TURQUOISE] {
-        plan.push((s, 0, true));
+    for _ in 0..CLOSED_ROUNDS {
+        for s in [TOKIO, WRAPPED, TURQUOISE, MONITORED] {
+            plan.push((s, 0, true));
+        }
     }
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} (eta {eta})").map_err(|e| e.to_string())?);
@@ -309,17 +324,38 @@ fn report(o: &Opts, per_us: f64, short: u64, long: u64, open: &[Row], closed: &[
         ));
     }
     s.push_str("\n**The slice**, at 2% long requests:\n\n| slice | short p50 | short p99 | short p99.9 | long p50 |\n|---:|---:|---:|---:|---:|\n");
-    let mut sl: Vec<&Row> = open.iter().filter(|r| r.slice_us > 0 && r.permille == 20).collect();
+    let mut sl: Vec<&Row> = open.iter().filter(|r| r.slice_us > 0 && r.permille == 20 && !r.server.ends_with("monitor")).collect();
     sl.sort_by_key(|r| r.slice_us);
     for r in sl {
         s.push_str(&format!("| {} ms | {} | {} | {} | {} |\n", r.slice_us as f64 / 1000.0, ms(r.short_p50), ms(r.short_p99), ms(r.short_p999), ms(r.long_p50)));
     }
-    s.push_str("\n**Closed loop** (4 connections back to back, no long requests): the servers' capacity.\n\n| server | throughput | short p50 | short p99 |\n|---|---:|---:|---:|\n");
-    for r in closed {
-        s.push_str(&format!("| {} | {:.0} | {} | {} |\n", r.server, r.throughput, ms(r.short_p50), ms(r.short_p99)));
+    s.push_str(&format!(
+        "\n**Closed loop** (4 connections back to back, no long requests): the servers' capacity, {CLOSED_ROUNDS} runs each, alternating; \
+         median [min, max].\n\n| server | throughput | short p50 | short p99 |\n|---|---:|---:|---:|\n"
+    ));
+    let mut servers: Vec<&str> = closed.iter().map(|r| r.server.as_str()).collect();
+    servers.dedup();
+    servers.sort();
+    servers.dedup();
+    let median_of = |srv: &str| -> Option<(f64, f64, f64, &Row)> {
+        let mut rs: Vec<&Row> = closed.iter().filter(|r| r.server == srv).collect();
+        rs.sort_by(|a, b| a.throughput.total_cmp(&b.throughput));
+        let mid = *rs.get(rs.len() / 2)?;
+        Some((mid.throughput, rs[0].throughput, rs[rs.len() - 1].throughput, mid))
+    };
+    for srv in &servers {
+        if let Some((m, lo, hi, r)) = median_of(srv) {
+            s.push_str(&format!("| {srv} | {m:.0} [{lo:.0}, {hi:.0}] | {} | {} |\n", ms(r.short_p50), ms(r.short_p99)));
+        }
     }
-    if let (Some(k), Some(t)) = (closed.iter().find(|r| r.server == "tokio"), closed.iter().find(|r| r.server == "turquoise 2 ms")) {
-        s.push_str(&format!("\nturquoise's closed-loop throughput is {:+.1}% of tokio's (target: within 3%).\n", (t.throughput / k.throughput - 1.0) * 100.0));
+    if let (Some(k), Some(t)) = (median_of("tokio"), median_of("turquoise 2 ms")) {
+        s.push_str(&format!("\nturquoise's closed-loop throughput is {:+.1}% of tokio's (medians; target: within 3%).\n", (t.0 / k.0 - 1.0) * 100.0));
+    }
+    if let (Some(t), Some(m)) = (median_of("turquoise 2 ms"), median_of("turquoise 2 ms, monitor")) {
+        s.push_str(&format!(
+            "With linger's monitor thread keeping the deadlines instead of a timer per worker, {:+.1}% (medians).\n",
+            (m.0 / t.0 - 1.0) * 100.0
+        ));
     }
     s.push_str(&polls::markdown(polls));
     let errors: u64 = open.iter().chain(closed).map(|r| r.errors).sum();
