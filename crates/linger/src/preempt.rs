@@ -49,6 +49,7 @@
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
+use crate::monitor;
 use crate::ranges;
 use crate::sigmask;
 use crate::stats::bump;
@@ -275,7 +276,7 @@ fn postpone_pending(ts: &ThreadState) {
         // little later), and must then count as early.
         f.deadline.set(now + min_delay(ts));
     }
-    let _ = timer::arm(ts, f.deadline.get());
+    rearm_for(ts, f.deadline.get());
 }
 
 /// Takes a pending preemption at the end of a no-preemption scope (or a
@@ -577,20 +578,21 @@ pub(crate) fn lost_timer_signal(info: *const libc::siginfo_t, uc: *const libc::c
     }
     let ts = ts();
     let frame = ts.current.get();
-    let armed = ts.armed.get();
-    if frame.is_null() || armed == NEVER {
+    if frame.is_null() {
         return false;
     }
     // SAFETY: `current` is a live frame while set; valid ucontext from the kernel.
     let (f, sp) = unsafe { (&*frame, (*(uc as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize) };
     let now = now_ns();
     // Only near the bottom of the function's stack, and only once the timer
-    // is due: a general protection fault (also `SI_KERNEL`) re-executes at
-    // once and, with the timer re-armed for later, goes to the program.
-    if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || now < armed {
+    // is due (or the monitor signalled): a general protection fault (also
+    // `SI_KERNEL`) re-executes at once and, with the timer re-armed for
+    // later, goes to the program.
+    if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || !signal_due(ts, now) {
         return false;
     }
     ts.armed.set(NEVER);
+    monitor::clear_kick(ts);
     bump(&ts.stats.deferrals);
     let _ = timer::arm(ts, now + min_delay(ts));
     true
@@ -661,6 +663,7 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
         // It may have recorded a deadline as armed and faulted on its way to
         // the system call: arm for real.
         ts.armed.set(NEVER);
+        monitor::clear_kick(ts);
         let _ = timer::arm(ts, deadline.max(now + min_delay(ts)));
     }
     if errno != ERRNO_UNREAD {
@@ -681,8 +684,7 @@ const KERNEL_UCONTEXT: usize = 304;
 /// function's own, and an old frame left above it must not be mistaken for
 /// a live one. Returns the handler's `ucontext` address.
 fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
-    let armed = ts.armed.get();
-    if armed == NEVER || now_ns() < armed {
+    if !signal_due(ts, now_ns()) {
         return None;
     }
     let signo = timer::signal();
@@ -974,10 +976,13 @@ pub(crate) fn handler_entry() -> usize {
 /// the function while the outer instance had interrupted, say, malloc.
 extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
-    if !info.is_null() && !from_our_timer(unsafe { &*info }) {
+    // SAFETY: as above.
+    let by_monitor = !info.is_null() && monitor::from_monitor(unsafe { &*info });
+    // SAFETY: as above.
+    if !info.is_null() && !by_monitor && !from_our_timer(unsafe { &*info }) {
         // Sent by someone (kill, raise, sigqueue) or by a timer of the
-        // program's own, not by this thread's timer: it is the program's,
-        // and goes where the program believes it goes.
+        // program's own, not by this thread's timer or the monitor: it is
+        // the program's, and goes where the program believes it goes.
         crate::interpose::signals::deliver_to_program(sig, info, uc);
         return;
     }
@@ -1006,7 +1011,11 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     }
     let counts = crate::thread::signal_counts(ts);
     counts.ours.set(counts.ours.get() + 1);
-    ts.armed.set(NEVER); // one-shot: it just expired
+    if by_monitor {
+        monitor::clear_kick(ts);
+    } else {
+        ts.armed.set(NEVER); // one-shot: it just expired
+    }
     if frame.is_null() {
         bump(&ts.stats.spurious_signals);
     } else if ts.defer.get() > 0 {
@@ -1015,7 +1024,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         if now_ns() < deadline {
             // Early (the timer was armed for an earlier deadline): re-arm.
             bump(&ts.stats.spurious_signals);
-            let _ = timer::arm(ts, deadline);
+            rearm_for(ts, deadline);
         } else if !ts.pending.get() {
             ts.pending.set(true);
             bump(&ts.stats.deferrals);
@@ -1054,7 +1063,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         let deadline = f.deadline.get();
         if now < deadline {
             bump(&ts.stats.spurious_signals);
-            let _ = timer::arm(ts, deadline);
+            rearm_for(ts, deadline);
         } else if !f.preempt_blocked
             // SAFETY: valid ucontext (caller's contract).
             && blocked_in_call(f, unsafe { &*ucp })
@@ -1164,10 +1173,44 @@ pub(crate) fn min_delay(ts: &ThreadState) -> u64 {
     RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 
-/// Ensures the timer will fire by `deadline`.
+/// Makes `deadline` the deadline of the function this thread runs now, at
+/// a launch or resume: arms the thread's timer for it (lazily: never later
+/// than a pending expiry), or publishes it to the monitor.
 #[inline]
-pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
-    timer::arm(ts, deadline).map_err(Error::Timer)
+pub(crate) fn publish(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
+    if monitor::enabled() {
+        monitor::publish(ts, deadline);
+        Ok(())
+    } else {
+        timer::arm(ts, deadline).map_err(Error::Timer)
+    }
+}
+
+/// Back in the caller, whose deadline (NEVER outside functions) is taken
+/// at the end of the runtime's scope if it has passed: the monitor must
+/// not signal for the function that just left. Timers are disarmed lazily.
+#[inline]
+pub(crate) fn publish_taken(ts: &ThreadState, deadline: u64) {
+    if monitor::enabled() {
+        monitor::publish(ts, deadline);
+    }
+}
+
+/// A signal came before the running function's `deadline`: make sure that
+/// deadline is still delivered. The timer is re-armed for it, unless the
+/// monitor is watching that very deadline (then the signal was a stale one,
+/// meant for an earlier function).
+pub(crate) fn rearm_for(ts: &ThreadState, deadline: u64) {
+    if !monitor::enabled() || monitor::published(ts) != deadline {
+        let _ = timer::arm(ts, deadline);
+    }
+}
+
+/// Is a preemption signal due on this thread that no handler has taken:
+/// its timer has expired, or the monitor has signalled it? Async-signal-safe.
+fn signal_due(ts: &ThreadState, now: u64) -> bool {
+    let armed = ts.armed.get();
+    (armed != NEVER && now >= armed) || monitor::kicked(ts)
 }
 
 /// Depth of no-preemption scopes of the running context.
