@@ -190,6 +190,28 @@ pub(crate) fn clear_kick(ts: &ThreadState) {
     }
 }
 
+/// One of this thread's preemption signals reached no handler (see
+/// `preempt::forget_lost_signal`): clears the monitor's mark and returns it, then
+/// waits until the monitor is not signalling this thread, so that a signal
+/// it was sending is queued (and seen by `sigpending`) once this returns;
+/// one it starts later sets the mark again. Async-signal-safe: the monitor
+/// holds `BUSY` only across one `rt_tgsigqueueinfo`.
+pub(crate) fn take_kick_and_settle(ts: &ThreadState) -> bool {
+    let Some(s) = slot(ts) else { return false };
+    let kicked = s.kicked.swap(false, Ordering::SeqCst);
+    while s.state.load(Ordering::SeqCst) & BUSY != 0 {
+        std::hint::spin_loop();
+    }
+    kicked
+}
+
+/// Sets the monitor's mark again (its signal is still queued).
+pub(crate) fn restore_kick(ts: &ThreadState) {
+    if let Some(s) = slot(ts) {
+        s.kicked.store(true, Ordering::SeqCst);
+    }
+}
+
 /// The siginfo of the monitor's signals (the kernel's `siginfo` layout for
 /// `SI_QUEUE`: signo, errno, code, padding, pid, uid, value).
 #[repr(C)]

@@ -591,11 +591,54 @@ pub(crate) fn lost_timer_signal(info: *const libc::siginfo_t, uc: *const libc::c
     if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || !signal_due(ts, now) {
         return false;
     }
-    ts.armed.set(NEVER);
-    monitor::clear_kick(ts);
     bump(&ts.stats.deferrals);
-    let _ = timer::arm(ts, now + min_delay(ts));
+    // With another of our signals queued, the timer is left as it is: that
+    // signal may be its expiry, which the kernel would drop if re-armed now
+    // (Linux 6.13 and later) and with it the mark `restore_kick` relies on.
+    if !forget_lost_signal(ts) {
+        ts.armed.set(NEVER);
+        let _ = timer::arm(ts, now + min_delay(ts));
+    }
     true
+}
+
+/// One of our signals reached no handler: the kernel found no room for its
+/// frame (`lost_timer_signal`), or its handler was abandoned
+/// (`handler_out_of_stack`). Forgets the monitor's mark for it; the caller
+/// resets the timer's. True if another of our signals is queued behind it
+/// (its mark then stays set). Async-signal-safe.
+///
+/// In timer mode that one signal was all there was: the timer is one-shot
+/// and has just expired. With the monitor, its signal and an expiry of the
+/// thread's timer can both be on their way at once (a retry armed in the
+/// previous slice, left armed as timers are, and the monitor's first signal
+/// of this one): the kernel tries the second right after this SIGSEGV
+/// handler returns, at the same stack pointer, where it finds no room
+/// either (or enters the handler at the same depth). Clearing both marks
+/// for the first made the second one's SIGSEGV look like the function's own:
+/// a false stack overflow (`tests/overflow.rs`, 1 run in 2). So the marks
+/// stay set while one of ours is still queued, and the loss of the last one
+/// clears them. The monitor's signals go through `monitor::kicked`; while
+/// the monitor is signalling this thread we wait for it to finish, so that
+/// its signal is either queued (seen by `sigpending`) or not sent before it
+/// sets the mark again.
+fn forget_lost_signal(ts: &ThreadState) -> bool {
+    let kicked = monitor::take_kick_and_settle(ts);
+    let queued = kicked && our_signal_pending();
+    if queued {
+        monitor::restore_kick(ts);
+    }
+    queued
+}
+
+/// Is the preemption signal pending on this thread (blocked, as in our
+/// SIGSEGV handler)? Async-signal-safe.
+fn our_signal_pending() -> bool {
+    // SAFETY: a local sigset filled by the kernel.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, timer::signal()) == 1
+    }
 }
 
 /// `handler_errno` before the handler has read errno (it is then intact).
@@ -662,8 +705,8 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     } else {
         // It may have recorded a deadline as armed and faulted on its way to
         // the system call: arm for real.
+        forget_lost_signal(ts);
         ts.armed.set(NEVER);
-        monitor::clear_kick(ts);
         let _ = timer::arm(ts, deadline.max(now + min_delay(ts)));
     }
     if errno != ERRNO_UNREAD {
@@ -679,23 +722,20 @@ const KERNEL_UCONTEXT: usize = 304;
 
 /// The handler's entry, before it could say it runs (its first call needs
 /// stack): finds its signal frame just above the faulting `sp`. Only while
-/// our timer has expired, its handler has not yet run (it resets `armed`
-/// first of all) and its signal is not pending: otherwise the fault is the
-/// function's own, and an old frame left above it must not be mistaken for
-/// a live one. Returns the handler's `ucontext` address.
+/// our timer has expired (for a frame of the timer's, `SI_TIMER`) or the
+/// monitor has signalled (for one of the monitor's, `SI_QUEUE` with its
+/// cookie), the handler has not yet run for it (it resets `armed` or the
+/// monitor's mark first of all) and our signal is not pending: otherwise
+/// the fault is the function's own, and an old frame left above it must
+/// not be mistaken for a live one. Returns the handler's `ucontext` address.
 fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
-    if !signal_due(ts, now_ns()) {
+    let armed = ts.armed.get();
+    let timer_due = armed != NEVER && now_ns() >= armed;
+    let kicked = monitor::kicked(ts);
+    if (!timer_due && !kicked) || our_signal_pending() {
         return None;
     }
     let signo = timer::signal();
-    // SAFETY: a local sigset filled by the kernel.
-    let pending = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signo) == 1
-    };
-    if pending {
-        return None;
-    }
     // The handler's entry code pushes a few registers and its locals (a few
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading
@@ -710,7 +750,8 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
             let u = &*(cand as *const libc::ucontext_t);
             (info, u.uc_mcontext.gregs[libc::REG_RSP as usize] as usize, u.uc_mcontext.fpregs as usize)
         };
-        if info.si_signo == signo && info.si_code == libc::SI_TIMER && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
+        let due = (timer_due && info.si_code == libc::SI_TIMER) || (kicked && monitor::from_monitor(info));
+        if info.si_signo == signo && due && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
             return Some(cand);
         }
         cand += 16;
