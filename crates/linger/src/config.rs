@@ -27,6 +27,7 @@ pub const MIN_STACK_SIZE: usize = 64 * 1024;
 /// | `LINGER_PREEMPTIBLE_LIBS` | comma-separated shared-object name parts whose code may be preempted | none |
 /// | `LINGER_DEFER_SYMBOLS` | comma-separated symbol-name parts in the executable that must not be preempted | none |
 /// | `LINGER_RETURN_TRAP` | `0`: take deferred deadlines by timer retries only, never by return traps | `1` |
+/// | `LINGER_TIMEKEEPING` | how deadlines reach threads: `timer` (one POSIX timer per thread, armed for its earliest deadline) or `monitor` (one monitor thread per process signals only threads whose function is overdue; see [`Timekeeping`]) | `timer` |
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) signal: i32,
@@ -35,6 +36,35 @@ pub struct Config {
     pub(crate) preemptible_libs: Vec<String>,
     pub(crate) defer_symbols: Vec<String>,
     pub(crate) return_traps: bool,
+    pub(crate) timekeeping: Timekeeping,
+}
+
+/// How deadlines reach the threads that run preemptible functions (see
+/// "How a deadline is delivered" in `docs/safety.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Timekeeping {
+    /// Each thread owns a one-shot POSIX timer armed for its earliest
+    /// pending deadline and disarmed lazily: a thread that launches
+    /// continuously receives about one signal per slice, even when no
+    /// function ever runs long.
+    #[default]
+    Timer,
+    /// One monitor thread per process watches the deadline each thread
+    /// publishes at every launch and resume, and signals only threads whose
+    /// running function is overdue (like Go's `sysmon`). Threads keep their
+    /// timer for retries of deferred deadlines only.
+    Monitor,
+}
+
+impl Timekeeping {
+    /// Parses `timer` or `monitor` (the values of `LINGER_TIMEKEEPING`).
+    pub fn parse(s: &str) -> Result<Timekeeping, Error> {
+        match s.trim() {
+            "timer" => Ok(Timekeeping::Timer),
+            "monitor" => Ok(Timekeeping::Monitor),
+            v => Err(Error::Config(format!("LINGER_TIMEKEEPING={v:?} is neither \"timer\" nor \"monitor\""))),
+        }
+    }
 }
 
 static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
@@ -48,6 +78,7 @@ impl Default for Config {
             preemptible_libs: Vec::new(),
             defer_symbols: Vec::new(),
             return_traps: true,
+            timekeeping: Timekeeping::Timer,
         }
     }
 }
@@ -122,6 +153,9 @@ impl Config {
         if let Some(v) = crate::glibc::var("LINGER_RETURN_TRAP") {
             c.return_traps = v.trim() != "0";
         }
+        if let Some(v) = crate::glibc::var("LINGER_TIMEKEEPING") {
+            c.timekeeping = Timekeeping::parse(&v)?;
+        }
         Ok(c)
     }
 
@@ -129,6 +163,13 @@ impl Config {
     /// `docs/safety.md`); with `false`, only by timer retries.
     pub fn return_traps(mut self, yes: bool) -> Self {
         self.return_traps = yes;
+        self
+    }
+
+    /// How deadlines reach threads: per-thread timers (the default) or one
+    /// monitor thread per process.
+    pub fn timekeeping(mut self, how: Timekeeping) -> Self {
+        self.timekeeping = how;
         self
     }
 
@@ -187,6 +228,11 @@ impl Config {
     /// Signal number used for preemption.
     pub fn signal_number(&self) -> i32 {
         self.signal
+    }
+
+    /// How deadlines reach threads.
+    pub fn timekeeping_mode(&self) -> Timekeeping {
+        self.timekeeping
     }
 }
 

@@ -12,7 +12,9 @@ pub enum Error {
     /// or `vm.max_map_count` reached).
     StackAllocation(io::Error),
     /// The per-thread POSIX timer could not be created or armed (for example
-    /// the process hit its `RLIMIT_SIGPENDING` limit of timers).
+    /// the process hit its `RLIMIT_SIGPENDING` limit of timers), or, with
+    /// [`crate::Timekeeping::Monitor`], the monitor thread could not be
+    /// started or this thread's slot allocated.
     Timer(io::Error),
     /// Installing the preemption or stack-overflow signal handler failed.
     Signal(io::Error),
@@ -46,7 +48,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::StackAllocation(e) => write!(f, "linger: cannot allocate a stack: {e}"),
-            Error::Timer(e) => write!(f, "linger: cannot set up the preemption timer: {e}"),
+            Error::Timer(e) => write!(f, "linger: cannot set up the preemption timer or monitor: {e}"),
             Error::Signal(e) => write!(f, "linger: cannot install a signal handler: {e}"),
             Error::WrongThread => write!(
                 f,

@@ -10,6 +10,9 @@
 //! of the configuration and the runtime) are waited for the same way: a
 //! child would otherwise wait for an initialiser that never finishes.
 //!
+//! The lock held while the monitor thread starts (`monitor.rs`) is taken
+//! too: a child forked meanwhile starts a monitor of its own.
+//!
 //! Marks of other threads are cleared in the child the same way: a reading
 //! section of the code table or a `dlclose` under way that belonged to one
 //! of them never ends there (see `ranges::after_fork`).
@@ -23,7 +26,7 @@ use std::sync::MutexGuard;
 
 use crate::handles::Indices;
 
-type Held = (MutexGuard<'static, ()>, MutexGuard<'static, Indices>);
+type Held = (MutexGuard<'static, ()>, MutexGuard<'static, Indices>, MutexGuard<'static, ()>);
 
 thread_local! {
     /// The locks taken by `prepare`, until `release` in the same thread.
@@ -41,8 +44,9 @@ static CHILD_TAIL: std::sync::OnceLock<extern "C" fn()> = std::sync::OnceLock::n
 
 extern "C" fn prepare() {
     crate::runtime::wait_initialised();
-    // Always in this order (the build lock is never taken under the other).
-    let held = (crate::ranges::lock_build(), crate::handles::lock());
+    // Always in this order (the build lock is never taken under the other;
+    // the monitor's start takes neither).
+    let held = (crate::ranges::lock_build(), crate::handles::lock(), crate::monitor::lock_spawn());
     let _ = HELD.try_with(|h| *h.borrow_mut() = Some(held));
 }
 

@@ -39,6 +39,7 @@ pub mod ffi;
 pub mod glibc;
 mod flow;
 mod handles;
+mod monitor;
 mod inlined;
 mod interpose;
 mod overflow;
@@ -59,7 +60,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use config::{parse_duration, Config, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
 pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
@@ -421,6 +422,14 @@ pub(crate) enum Ending {
 /// milliseconds, once per process). Optional; every launch does it if needed.
 pub fn init() -> Result<(), Error> {
     runtime::init().map(|_| ())
+}
+
+/// With [`Timekeeping::Monitor`]: how many times the process's monitor
+/// thread woke up, and how many preemption signals it sent, so far (both 0
+/// with per-thread timers). For benchmarks and tests.
+#[doc(hidden)]
+pub fn monitor_counters() -> (u64, u64) {
+    monitor::counters()
 }
 
 /// Names code of the program that must not be preempted, for libraries

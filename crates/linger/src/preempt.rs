@@ -49,6 +49,7 @@
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
+use crate::monitor;
 use crate::ranges;
 use crate::sigmask;
 use crate::stats::bump;
@@ -276,7 +277,7 @@ fn postpone_pending(ts: &ThreadState) {
         // little later), and must then count as early.
         f.deadline.set(now + min_delay(ts));
     }
-    let _ = timer::arm(ts, f.deadline.get());
+    rearm_for(ts, f.deadline.get());
 }
 
 /// Takes a pending preemption at the end of a no-preemption scope (or a
@@ -578,23 +579,67 @@ pub(crate) fn lost_timer_signal(info: *const libc::siginfo_t, uc: *const libc::c
     }
     let ts = ts();
     let frame = ts.current.get();
-    let armed = ts.armed.get();
-    if frame.is_null() || armed == NEVER {
+    if frame.is_null() {
         return false;
     }
     // SAFETY: `current` is a live frame while set; valid ucontext from the kernel.
     let (f, sp) = unsafe { (&*frame, (*(uc as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize) };
     let now = now_ns();
     // Only near the bottom of the function's stack, and only once the timer
-    // is due: a general protection fault (also `SI_KERNEL`) re-executes at
-    // once and, with the timer re-armed for later, goes to the program.
-    if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || now < armed {
+    // is due (or the monitor signalled): a general protection fault (also
+    // `SI_KERNEL`) re-executes at once and, with the timer re-armed for
+    // later, goes to the program.
+    if sp < f.guard.0 || sp >= f.stack_lo + 2 * HANDLER_STACK || !signal_due(ts, now) {
         return false;
     }
-    ts.armed.set(NEVER);
     bump(&ts.stats.deferrals);
-    let _ = timer::arm(ts, now + min_delay(ts));
+    // With another of our signals queued, the timer is left as it is: that
+    // signal may be its expiry, which the kernel would drop if re-armed now
+    // (Linux 6.13 and later) and with it the mark `restore_kick` relies on.
+    if !forget_lost_signal(ts) {
+        ts.armed.set(NEVER);
+        let _ = timer::arm(ts, now + min_delay(ts));
+    }
     true
+}
+
+/// One of our signals reached no handler: the kernel found no room for its
+/// frame (`lost_timer_signal`), or its handler was abandoned
+/// (`handler_out_of_stack`). Forgets the monitor's mark for it; the caller
+/// resets the timer's. True if another of our signals is queued behind it
+/// (its mark then stays set). Async-signal-safe.
+///
+/// In timer mode that one signal was all there was: the timer is one-shot
+/// and has just expired. With the monitor, its signal and an expiry of the
+/// thread's timer can both be on their way at once (a retry armed in the
+/// previous slice, left armed as timers are, and the monitor's first signal
+/// of this one): the kernel tries the second right after this SIGSEGV
+/// handler returns, at the same stack pointer, where it finds no room
+/// either (or enters the handler at the same depth). Clearing both marks
+/// for the first made the second one's SIGSEGV look like the function's own:
+/// a false stack overflow (`tests/overflow.rs`, 1 run in 2). So the marks
+/// stay set while one of ours is still queued, and the loss of the last one
+/// clears them. The monitor's signals go through `monitor::kicked`; while
+/// the monitor is signalling this thread we wait for it to finish, so that
+/// its signal is either queued (seen by `sigpending`) or not sent before it
+/// sets the mark again.
+fn forget_lost_signal(ts: &ThreadState) -> bool {
+    let kicked = monitor::take_kick_and_settle(ts);
+    let queued = kicked && our_signal_pending();
+    if queued {
+        monitor::restore_kick(ts);
+    }
+    queued
+}
+
+/// Is the preemption signal pending on this thread (blocked, as in our
+/// SIGSEGV handler)? Async-signal-safe.
+fn our_signal_pending() -> bool {
+    // SAFETY: a local sigset filled by the kernel.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, timer::signal()) == 1
+    }
 }
 
 /// `handler_errno` before the handler has read errno (it is then intact).
@@ -661,6 +706,7 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     } else {
         // It may have recorded a deadline as armed and faulted on its way to
         // the system call: arm for real.
+        forget_lost_signal(ts);
         ts.armed.set(NEVER);
         let _ = timer::arm(ts, deadline.max(now + min_delay(ts)));
     }
@@ -677,24 +723,20 @@ const KERNEL_UCONTEXT: usize = 304;
 
 /// The handler's entry, before it could say it runs (its first call needs
 /// stack): finds its signal frame just above the faulting `sp`. Only while
-/// our timer has expired, its handler has not yet run (it resets `armed`
-/// first of all) and its signal is not pending: otherwise the fault is the
-/// function's own, and an old frame left above it must not be mistaken for
-/// a live one. Returns the handler's `ucontext` address.
+/// our timer has expired (for a frame of the timer's, `SI_TIMER`) or the
+/// monitor has signalled (for one of the monitor's, `SI_QUEUE` with its
+/// cookie), the handler has not yet run for it (it resets `armed` or the
+/// monitor's mark first of all) and our signal is not pending: otherwise
+/// the fault is the function's own, and an old frame left above it must
+/// not be mistaken for a live one. Returns the handler's `ucontext` address.
 fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     let armed = ts.armed.get();
-    if armed == NEVER || now_ns() < armed {
+    let timer_due = armed != NEVER && now_ns() >= armed;
+    let kicked = monitor::kicked(ts);
+    if (!timer_due && !kicked) || our_signal_pending() {
         return None;
     }
     let signo = timer::signal();
-    // SAFETY: a local sigset filled by the kernel.
-    let pending = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signo) == 1
-    };
-    if pending {
-        return None;
-    }
     // The handler's entry code pushes a few registers and its locals (a few
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading
@@ -709,7 +751,8 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
             let u = &*(cand as *const libc::ucontext_t);
             (info, u.uc_mcontext.gregs[libc::REG_RSP as usize] as usize, u.uc_mcontext.fpregs as usize)
         };
-        if info.si_signo == signo && info.si_code == libc::SI_TIMER && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
+        let due = (timer_due && info.si_code == libc::SI_TIMER) || (kicked && monitor::from_monitor(info));
+        if info.si_signo == signo && due && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
             return Some(cand);
         }
         cand += 16;
@@ -975,10 +1018,13 @@ pub(crate) fn handler_entry() -> usize {
 /// the function while the outer instance had interrupted, say, malloc.
 extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
-    if !info.is_null() && !from_our_timer(unsafe { &*info }) {
+    // SAFETY: as above.
+    let by_monitor = !info.is_null() && monitor::from_monitor(unsafe { &*info });
+    // SAFETY: as above.
+    if !info.is_null() && !by_monitor && !from_our_timer(unsafe { &*info }) {
         // Sent by someone (kill, raise, sigqueue) or by a timer of the
-        // program's own, not by this thread's timer: it is the program's,
-        // and goes where the program believes it goes.
+        // program's own, not by this thread's timer or the monitor: it is
+        // the program's, and goes where the program believes it goes.
         crate::interpose::signals::deliver_to_program(sig, info, uc);
         return;
     }
@@ -1007,7 +1053,11 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     }
     let counts = crate::thread::signal_counts(ts);
     counts.ours.set(counts.ours.get() + 1);
-    ts.armed.set(NEVER); // one-shot: it just expired
+    if by_monitor {
+        monitor::clear_kick(ts);
+    } else {
+        ts.armed.set(NEVER); // one-shot: it just expired
+    }
     if frame.is_null() {
         bump(&ts.stats.spurious_signals);
     } else if ts.defer.get() > 0 {
@@ -1016,7 +1066,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         if now_ns() < deadline {
             // Early (the timer was armed for an earlier deadline): re-arm.
             bump(&ts.stats.spurious_signals);
-            let _ = timer::arm(ts, deadline);
+            rearm_for(ts, deadline);
         } else if !ts.pending.get() {
             ts.pending.set(true);
             bump(&ts.stats.deferrals);
@@ -1055,7 +1105,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
         let deadline = f.deadline.get();
         if now < deadline {
             bump(&ts.stats.spurious_signals);
-            let _ = timer::arm(ts, deadline);
+            rearm_for(ts, deadline);
         } else if !f.preempt_blocked
             // SAFETY: valid ucontext (caller's contract).
             && blocked_in_call(f, unsafe { &*ucp })
@@ -1168,10 +1218,44 @@ pub(crate) fn min_delay(ts: &ThreadState) -> u64 {
     RETRY_NS.load(Ordering::Relaxed) + ts.arm_cost.get()
 }
 
-/// Ensures the timer will fire by `deadline`.
+/// Makes `deadline` the deadline of the function this thread runs now, at
+/// a launch or resume: arms the thread's timer for it (lazily: never later
+/// than a pending expiry), or publishes it to the monitor.
 #[inline]
-pub(crate) fn arm(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
-    timer::arm(ts, deadline).map_err(Error::Timer)
+pub(crate) fn publish(ts: &ThreadState, deadline: u64) -> Result<(), Error> {
+    if monitor::enabled() {
+        monitor::publish(ts, deadline);
+        Ok(())
+    } else {
+        timer::arm(ts, deadline).map_err(Error::Timer)
+    }
+}
+
+/// Back in the caller, whose deadline (NEVER outside functions) is taken
+/// at the end of the runtime's scope if it has passed: the monitor must
+/// not signal for the function that just left. Timers are disarmed lazily.
+#[inline]
+pub(crate) fn publish_taken(ts: &ThreadState, deadline: u64) {
+    if monitor::enabled() {
+        monitor::publish(ts, deadline);
+    }
+}
+
+/// A signal came before the running function's `deadline`: make sure that
+/// deadline is still delivered. The timer is re-armed for it, unless the
+/// monitor is watching that very deadline (then the signal was a stale one,
+/// meant for an earlier function).
+pub(crate) fn rearm_for(ts: &ThreadState, deadline: u64) {
+    if !monitor::enabled() || monitor::published(ts) != deadline {
+        let _ = timer::arm(ts, deadline);
+    }
+}
+
+/// Is a preemption signal due on this thread that no handler has taken:
+/// its timer has expired, or the monitor has signalled it? Async-signal-safe.
+fn signal_due(ts: &ThreadState, now: u64) -> bool {
+    let armed = ts.armed.get();
+    (armed != NEVER && now >= armed) || monitor::kicked(ts)
 }
 
 /// Depth of no-preemption scopes of the running context.

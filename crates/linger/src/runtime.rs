@@ -80,7 +80,7 @@ impl Drop for Scope {
 /// afterwards would otherwise never be stopped in it.
 #[inline]
 pub(crate) fn init_thread() -> Result<(), Error> {
-    if ts_caller().timer.get() >= 0 {
+    if ts_caller().ready.get() {
         if ranges::stale() {
             refresh_table()?;
         }
@@ -100,7 +100,7 @@ fn refresh_table() -> Result<(), Error> {
 
 pub(crate) fn init() -> Result<&'static Config, Error> {
     let cfg = config::current()?;
-    if READY.load(Ordering::Acquire) && ts_caller().timer.get() >= 0 {
+    if READY.load(Ordering::Acquire) && ts_caller().ready.get() {
         ranges::ensure(cfg); // cheap unless new code was loaded
         return Ok(cfg);
     }
@@ -141,8 +141,15 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     crate::unwind::prepare_thread()?;
     ranges::prepare_thread()?;
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
+    if cfg.timekeeping == config::Timekeeping::Monitor {
+        // Spawning the monitor allocates and takes std's locks: not to be
+        // stopped half-way (a forked child may start it from a function).
+        let _scope = Scope::enter();
+        crate::monitor::start(t, cfg.signal).map_err(Error::Timer)?;
+    }
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
+    t.ready.set(true);
     Ok(())
 }
 
@@ -497,7 +504,7 @@ impl<T> Inner<T> {
         // Armed only now: a deadline that passes during the (1-20 us) timer
         // system call then finds the function current and in transit, and is
         // postponed when it lands (see `landed`) instead of being lost.
-        if let Err(e) = preempt::arm(t, deadline) {
+        if let Err(e) = preempt::publish(t, deadline) {
             f.running.set(false);
             t.current.set(f.parent.get());
             t.defer.set(f.caller_defer.get() + 1);
@@ -535,9 +542,12 @@ impl<T> Inner<T> {
             let pd = unsafe { (*parent).deadline.get() };
             if now_ns() >= pd {
                 t.pending.set(true);
+                preempt::publish_taken(t, pd);
             } else {
-                let _ = preempt::arm(t, pd);
+                let _ = preempt::publish(t, pd);
             }
+        } else {
+            preempt::publish_taken(t, NEVER);
         }
         Ok(r)
     }

@@ -215,6 +215,11 @@ pub(crate) struct ThreadState {
     pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
     pub timer: Cell<i32>,
+    /// The thread can launch and resume without `runtime::init_slow`: it
+    /// has its timer and, with the monitor, its slot in this process.
+    pub ready: Cell<bool>,
+    /// This thread's deadline slot with the monitor (`monitor.rs`), or null.
+    pub slot: Cell<*const crate::monitor::Slot>,
     /// Unique id of this thread (0 until first needed); never reused, unlike
     /// the address of this state, which glibc recycles with thread stacks.
     pub id: Cell<u64>,
@@ -252,6 +257,8 @@ thread_local! {
             tsc_anchor: Cell::new(0),
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
+            ready: Cell::new(false),
+            slot: Cell::new(ptr::null()),
             id: Cell::new(0),
             counts: SignalCounts::new(),
             unwind_ctx: Cell::new(ptr::null_mut()),

@@ -37,6 +37,7 @@ impl Drop for TimerOwner {
         // The id may be reused by the next timer anyone creates: forget it.
         let ts = crate::thread::ts();
         ts.timer.set(-1);
+        ts.ready.set(false);
         ts.armed.set(NEVER);
     }
 }
@@ -78,9 +79,13 @@ extern "C" fn after_fork_in_child() {
     // SAFETY: getpid has no preconditions.
     OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     let ts = crate::thread::ts();
+    crate::monitor::after_fork_in_child(ts);
     if ts.timer.get() < 0 {
         return; // this thread never used linger
     }
+    // The next launch or resume finishes the set-up (with the monitor: one
+    // of this process).
+    ts.ready.set(false);
     ts.timer.set(-1);
     ts.armed.set(NEVER);
     LIVE.store(0, Ordering::Relaxed); // only this thread exists in the child
@@ -88,6 +93,7 @@ extern "C" fn after_fork_in_child() {
     if ensure(ts, SIGNO.load(std::sync::atomic::Ordering::Relaxed)).is_err() {
         return; // later launches report the error
     }
+    ts.ready.set(!crate::monitor::enabled());
     let current = ts.current.get();
     if !current.is_null() {
         // SAFETY: `current` is a live frame: the child runs the same code.
@@ -98,6 +104,11 @@ extern "C" fn after_fork_in_child() {
 /// The process whose threads own the timers: a `vfork` child shares our
 /// memory (and this thread's state) but is another process, with no timers.
 static OWNER_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Is `pid` the process whose threads own the timers? Async-signal-safe.
+pub(crate) fn is_owner_pid(pid: i32) -> bool {
+    OWNER_PID.load(Ordering::Relaxed) == pid
+}
 
 /// False in a `vfork` child (or any process sharing our memory without
 /// having forked through `fork`): it must not change this thread's state,

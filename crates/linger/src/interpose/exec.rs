@@ -81,6 +81,12 @@ fn before_exec() -> Option<Prepared> {
         libc::sigaddset(&mut block, signo);
         sigmask(libc::SIG_BLOCK, &block, &mut old);
         crate::timer::disarm(ts());
+        if crate::timer::in_owner_process() {
+            // The monitor sends this thread nothing more (a `vfork` child
+            // must leave the parent's slot alone: the monitor's signals go
+            // to the parent's thread anyway).
+            crate::monitor::shut(ts());
+        }
         let mut sa: libc::sigaction = std::mem::zeroed();
         libc::sigemptyset(&mut sa.sa_mask);
         sa.sa_sigaction = libc::SIG_IGN; // discards what is pending
@@ -101,10 +107,13 @@ fn after_failed_exec(p: Option<Prepared>) {
     let e = errno();
     let _ = crate::preempt::set_handler(p.signo);
     let t = ts();
+    if crate::timer::in_owner_process() {
+        crate::monitor::reopen(t);
+    }
     let frame = t.current.get();
     if !frame.is_null() {
         // SAFETY: `current` is the live running function.
-        let _ = crate::timer::arm(t, unsafe { (*frame).deadline.get() });
+        crate::preempt::rearm_for(t, unsafe { (*frame).deadline.get() });
     }
     set_errno(e);
 }
