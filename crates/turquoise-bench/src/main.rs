@@ -29,6 +29,9 @@ use std::time::Duration;
 /// keeps what follows it).
 const MARKER: &str = "<!-- turquoise-bench: everything below is written by `cargo run --release -p turquoise-bench -- --write-docs` -->";
 
+/// Where the timekeeping section starts (kept).
+const TIMEKEEPING: &str = "<!-- timekeeping:";
+
 const SERVER_CPU: usize = 1;
 const CLIENT_CPU: usize = 0;
 
@@ -372,7 +375,9 @@ fn write_docs(dir: &Path, md: &str, open: &[Row]) -> Result<(), Box<dyn std::err
         Some(i) => old[..i].to_owned(),
         None => format!("{}\n\n", old.trim_end()),
     };
-    std::fs::write(&path, format!("{head}{MARKER}\n\n{md}"))?;
+    // The timekeeping section (linger-timekeeping's) comes after ours.
+    let tail = old.find(TIMEKEEPING).map(|i| format!("\n{}", &old[i..])).unwrap_or_default();
+    std::fs::write(&path, format!("{head}{MARKER}\n\n{md}{tail}"))?;
     std::fs::create_dir_all(dir.join("plots"))?;
     plot::p99(&dir.join("plots/turquoise-hol-p99.svg"), open)?;
     Ok(())
