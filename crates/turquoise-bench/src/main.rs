@@ -337,7 +337,6 @@ fn report(o: &Opts, per_us: f64, short: u64, long: u64, open: &[Row], closed: &[
          median [min, max].\n\n| server | throughput | short p50 | short p99 |\n|---|---:|---:|---:|\n"
     ));
     let mut servers: Vec<&str> = closed.iter().map(|r| r.server.as_str()).collect();
-    servers.dedup();
     servers.sort();
     servers.dedup();
     let median_of = |srv: &str| -> Option<(f64, f64, f64, &Row)> {

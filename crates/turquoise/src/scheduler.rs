@@ -325,13 +325,15 @@ impl Scheduler {
                 now.duration_since(*at) >= self.patience && now.duration_since(turn.pinned_at) >= 2 * self.patience
             })
         };
-        let pinned = || slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front().map(|(_, t)| t);
-        let fresh = || local.pop().or_else(|| self.take_injector(local));
-        let found = if overdue {
-            pinned().inspect(|_| turn.pinned_at = Instant::now()).or_else(fresh)
-        } else {
-            fresh().or_else(|| pinned().inspect(|_| turn.pinned_at = Instant::now()))
+        let mut pinned = || {
+            let t = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front().map(|(_, t)| t);
+            if t.is_some() {
+                turn.pinned_at = Instant::now();
+            }
+            t
         };
+        let fresh = || local.pop().or_else(|| self.take_injector(local));
+        let found = if overdue { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
         if found.is_some() {
             return found;
         }
