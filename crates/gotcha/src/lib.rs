@@ -1,0 +1,170 @@
+//! gotcha: library isolation for preemptible functions, on stock glibc.
+//!
+//! A preemptible function stopped inside a shared library may leave that
+//! library's state half-updated; the caller could then trip over it. So
+//! linger defers every deadline that lands in library code. gotcha lets
+//! chosen libraries be preempted anyway: a function launched *isolated*
+//! gets its own copy of them (a **libset**, loaded into a `dlmopen`
+//! namespace), so stopping it mid-library can only corrupt its own copy.
+//! A cancelled function's copy is reset from a snapshot and reused.
+//!
+//! The layers, bottom up:
+//! - [`objects`]: the loaded objects of a namespace, and which can be copied;
+//! - [`elf`]: their relocations and writable segments, read from disk;
+//! - [`dispatch`]: the stubs that route a call to the current libset;
+//! - [`relink`]: rewriting GOT slots (the program's, to the stubs; the
+//!   copies', back to the shared libraries and the heap's wrappers);
+//! - [`heap`]: what the copies allocate, freed when a call is cancelled;
+//! - [`libset`]: making, leasing, resetting libsets.
+//!
+//! Everything that is not a chosen library (libc, the loader, the language
+//! runtimes) stays shared: copies call the program's own definitions, where
+//! linger defers as before. `docs/safety.md` ("gotcha") says exactly which
+//! code becomes preemptible.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod dispatch;
+mod elf;
+mod error;
+mod heap;
+mod libset;
+mod objects;
+mod relink;
+
+pub use dispatch::{current as current_libset, set_current as set_current_libset};
+pub use error::Error;
+pub use libset::{Exhausted, Lease, ResetReport};
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Which libraries isolated functions get their own copies of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Every loaded library that can be copied (all but libc, the loader
+    /// and the language runtimes).
+    All,
+    /// These libraries, by name stem (`libpng`, `z`) or path.
+    Libraries(Vec<String>),
+}
+
+impl Selection {
+    /// Parses `LINGER_ISOLATE`'s syntax: `all`, or names separated by commas.
+    pub fn parse(s: &str) -> Result<Selection, Error> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(Selection::All);
+        }
+        let libs: Vec<String> = s.split(',').map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        if libs.is_empty() {
+            return Err(Error::Unsupported(format!("empty library selection {s:?} (expected `all` or `lib1,lib2`)")));
+        }
+        Ok(Selection::Libraries(libs))
+    }
+
+    /// `LINGER_ISOLATE` from the environment, if set.
+    pub fn from_env() -> Option<Result<Selection, Error>> {
+        std::env::var("LINGER_ISOLATE").ok().map(|s| Selection::parse(&s))
+    }
+}
+
+/// What [`isolate`] set up.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The isolated libraries (their paths).
+    pub libraries: Vec<String>,
+    /// Functions of theirs that the rest of the program calls (one stub each).
+    pub functions: usize,
+    /// GOT slots and function pointers redirected to the stubs.
+    pub slots: usize,
+    /// Variables of theirs the program refers to directly: shared with
+    /// every libset (see `docs/safety.md`).
+    pub shared_variables: Vec<String>,
+    /// Variables moved into the executable by `COPY` relocations (built
+    /// without `-fpic`): shared, and a warning was printed.
+    pub copy_relocated: Vec<String>,
+}
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+static SETUP: Mutex<Option<(Selection, Report)>> = Mutex::new(None);
+
+/// Isolates the selected libraries: from now on, calls into them go
+/// through the dispatcher, so that functions launched isolated use their
+/// own copies. Once per process; calling it again with the same selection
+/// returns the first report.
+pub fn isolate(sel: &Selection) -> Result<Report, Error> {
+    let mut g = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((s, r)) = &*g {
+        if s == sel {
+            return Ok(r.clone());
+        }
+        return Err(Error::AlreadyIsolating(format!("{s:?}")));
+    }
+    let r = relink::install(sel)?;
+    for v in &r.copy_relocated {
+        eprintln!("gotcha: warning: {v} is COPY-relocated into the executable (built without -fpic): every libset shares it");
+    }
+    *g = Some((sel.clone(), r.clone()));
+    ACTIVE.store(true, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::Release);
+    Ok(r)
+}
+
+/// Has [`isolate`] succeeded?
+pub fn is_isolating() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
+/// Bumped whenever code appears that a preemption handler must classify
+/// (isolation set up, a libset made).
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+pub(crate) fn bump_generation() {
+    GENERATION.fetch_add(1, Ordering::Release);
+}
+
+/// Code ranges, for the preemption handler's table.
+#[derive(Clone, Debug, Default)]
+pub struct Code {
+    /// Code of the copies: preemptible while their libset's function runs.
+    pub preemptible: Vec<(usize, usize)>,
+    /// gotcha's own code that must never be stopped (the heap's wrappers).
+    pub deferred: Vec<(usize, usize)>,
+    /// The dispatch stubs: preemptible (they hold no state).
+    pub stubs: (usize, usize),
+}
+
+/// The code ranges as they are now.
+pub fn code() -> Code {
+    let d = heap::deferred_code();
+    Code {
+        preemptible: libset::copy_code(),
+        deferred: if d.0 < d.1 { vec![d] } else { Vec::new() },
+        stubs: dispatch::stub_range(),
+    }
+}
+
+/// Counters since start-up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Libsets made (each a `dlmopen` namespace).
+    pub libsets: usize,
+    /// Of them, leased now.
+    pub leased: usize,
+    /// Resets after cancellations.
+    pub resets: u64,
+    /// Heap blocks freed by resets.
+    pub blocks_reclaimed: u64,
+    /// The latest reset's duration and bytes restored.
+    pub last_reset_ns: u64,
+    pub last_reset_bytes: usize,
+}
+
+/// The counters.
+pub fn stats() -> Stats {
+    libset::stats()
+}

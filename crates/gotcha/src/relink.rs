@@ -1,0 +1,270 @@
+//! Selective relinking: rewriting GOT slots after the loader filled them.
+//!
+//! Two directions:
+//! - the program's own objects: a slot bound to a function of an isolated
+//!   library is pointed at that function's stub ([`install`]);
+//! - a libset's copies: a slot the namespace bound to its own copy of a
+//!   shared library (libc, ...) is pointed back at the program's definition,
+//!   or at the heap's wrapper for the malloc family ([`relink_copy`]).
+//!
+//! Both eager (`GLOB_DAT`) and lazy (`JUMP_SLOT`) slots are rewritten, and
+//! data pointers to functions (`R_X86_64_64`): a lazy slot rewritten before
+//! its first call never reaches the loader's resolver. Objects loaded later
+//! are not relinked (see `docs/safety.md`).
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use crate::elf::{Info, Kind};
+use crate::objects::{self, Loaded};
+use crate::{dispatch, heap, Error, Report, Selection};
+
+/// An isolated library, as loaded in the program's own namespace.
+#[derive(Clone, Debug)]
+pub(crate) struct Isolated {
+    pub obj: Loaded,
+    pub info: Arc<Info>,
+    /// Absolute extent of its image.
+    pub extent: (usize, usize),
+    pub exec: Vec<(usize, usize)>,
+}
+
+/// A function that has a stub.
+#[derive(Clone, Debug)]
+pub(crate) struct Routed {
+    pub id: usize,
+    pub name: String,
+    pub version: Option<String>,
+    /// Index into the isolated libraries.
+    pub lib: usize,
+}
+
+/// What relinking set up, kept for making libsets.
+pub(crate) struct Plan {
+    pub isolated: Vec<Isolated>,
+    pub routed: Vec<Routed>,
+}
+
+pub(crate) static PLAN: Mutex<Option<Arc<Plan>>> = Mutex::new(None);
+
+static INFOS: Mutex<Option<HashMap<String, Arc<Info>>>> = Mutex::new(None);
+
+/// The parsed file of `path` (cached: copies share their base's).
+pub(crate) fn info(path: &str) -> Result<Arc<Info>, Error> {
+    let mut g = INFOS.lock().unwrap_or_else(|e| e.into_inner());
+    let m = g.get_or_insert_with(HashMap::new);
+    if let Some(i) = m.get(path) {
+        return Ok(i.clone());
+    }
+    let i = Arc::new(Info::read(path).map_err(Error::Loader)?);
+    m.insert(path.to_owned(), i.clone());
+    Ok(i)
+}
+
+/// The program's definition of `name` (as its own objects bind it: the
+/// executable or an `LD_PRELOAD` first, then libraries in load order).
+pub(crate) fn lookup(name: &str, version: Option<&str>) -> usize {
+    let Ok(n) = CString::new(name) else { return 0 };
+    if let Some(v) = version {
+        if let Ok(v) = CString::new(v) {
+            // SAFETY: valid C strings; RTLD_DEFAULT searches the global scope.
+            let p = unsafe { libc::dlvsym(libc::RTLD_DEFAULT, n.as_ptr(), v.as_ptr()) };
+            if !p.is_null() {
+                return p as usize;
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) as usize }
+}
+
+fn abs(o: &Loaded, r: (u64, u64)) -> (usize, usize) {
+    (o.bias + r.0 as usize, o.bias + r.1 as usize)
+}
+
+fn within(r: &(usize, usize), a: usize) -> bool {
+    r.0 <= a && a < r.1
+}
+
+/// Sets up isolation of `sel` in the program's namespace.
+pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
+    heap::init(|n| lookup(n, None));
+    let base = objects::base();
+    let me = install as *const () as usize;
+    let mut isolated = Vec::new();
+    let mut others = Vec::new();
+    let mut wanted: Vec<(String, bool)> = match sel {
+        Selection::All => Vec::new(),
+        Selection::Libraries(v) => v.iter().map(|l| (l.clone(), false)).collect(),
+    };
+    for (i, o) in base.iter().enumerate() {
+        let Some(path) = &o.path else {
+            continue;
+        };
+        let info = info(path)?;
+        let extent = abs(o, info.extent());
+        let ours = within(&extent, me);
+        let named = wanted.iter_mut().filter(|(w, _)| objects::selected_by(w, o)).fold(false, |_, w| {
+            w.1 = true;
+            true
+        });
+        let why = objects::uncopyable(o, i, ours);
+        let exec = info.segments.iter().filter(|s| s.executable).map(|s| abs(o, (s.vaddr, s.vaddr + s.memsz))).collect();
+        match (named, why, sel) {
+            (true, Some(reason), _) => {
+                return Err(Error::Uncopyable { library: o.name.clone(), reason: reason.to_owned() });
+            }
+            (true, None, _) | (false, None, Selection::All) => isolated.push(Isolated { obj: o.clone(), info, extent, exec }),
+            _ => others.push((o.clone(), info, ours)),
+        }
+    }
+    if let Some((w, _)) = wanted.iter().find(|(_, found)| !found) {
+        return Err(Error::NotLoaded(w.clone()));
+    }
+    if isolated.is_empty() {
+        return Err(Error::NotIsolating);
+    }
+    // Every slot of the program's own objects bound to an isolated function.
+    let mut routed: Vec<Routed> = Vec::new();
+    let mut by_target: HashMap<usize, usize> = HashMap::new();
+    // Per object (index into `others`): (slot, index into `routed`, addend).
+    type Slots = Vec<(usize, usize, i64)>;
+    let mut writes: Vec<(usize, Slots)> = Vec::new();
+    let mut shared_variables = Vec::new();
+    let mut copy_relocated = Vec::new();
+    for (oi, (o, info, _)) in others.iter().enumerate() {
+        let b = o.base_name();
+        // libc and the loader never call into application libraries.
+        if b.starts_with("libc.so") || b.starts_with("ld-linux") {
+            continue;
+        }
+        let extent = abs(o, info.extent());
+        let mut mine = Vec::new();
+        for r in &info.relocs {
+            let s = &info.syms[r.sym];
+            if !s.undefined {
+                continue;
+            }
+            let slot = o.bias + r.offset as usize;
+            // What the loader bound (a lazy slot still points into the
+            // object's own PLT: look the name up instead).
+            // SAFETY: the slot is inside the object's mapped image.
+            let bound = unsafe { *(slot as *const usize) };
+            let bound = match r.kind {
+                Kind::Abs64 => bound.wrapping_sub(r.addend as usize),
+                _ => bound,
+            };
+            let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
+            let Some(lib) = isolated.iter().position(|l| within(&l.extent, target)) else { continue };
+            if !isolated[lib].exec.iter().any(|e| within(e, target)) {
+                shared_variables.push(s.name.clone());
+                continue;
+            }
+            let ri = *by_target.entry(target).or_insert_with(|| {
+                routed.push(Routed { id: usize::MAX, name: s.name.clone(), version: s.version.clone(), lib });
+                routed.len() - 1
+            });
+            mine.push((slot, ri, if r.kind == Kind::Abs64 { r.addend } else { 0 }));
+        }
+        if oi == 0 {
+            // The executable (always first, never isolated).
+            for c in &info.copied {
+                let t = lookup(c, None);
+                if isolated.iter().any(|l| within(&l.extent, t)) || t == 0 {
+                    copy_relocated.push(c.clone());
+                }
+            }
+        }
+        if !mine.is_empty() {
+            writes.push((oi, mine));
+        }
+    }
+    let mut targets = vec![0usize; routed.len()];
+    for (t, &ri) in &by_target {
+        targets[ri] = *t;
+    }
+    let ids = dispatch::add(&targets)?;
+    for (r, id) in routed.iter_mut().zip(ids) {
+        r.id = id;
+    }
+    let mut slots = 0;
+    for (oi, mine) in &writes {
+        let (o, info, _) = &others[*oi];
+        let w: Vec<(usize, usize)> =
+            mine.iter().map(|&(slot, ri, add)| (slot, dispatch::stub_address(routed[ri].id).wrapping_add(add as usize))).collect();
+        slots += write_slots(o, info, &w)?;
+    }
+    shared_variables.sort();
+    shared_variables.dedup();
+    let report = Report {
+        libraries: isolated.iter().map(|l| l.obj.name.clone()).collect(),
+        functions: routed.len(),
+        slots,
+        shared_variables,
+        copy_relocated,
+    };
+    *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Plan { isolated, routed }));
+    Ok(report)
+}
+
+/// Relinks one copy (an isolated library loaded into a libset's namespace)
+/// so that everything it calls outside the isolated libraries is the
+/// program's own definition. Returns the slots rewritten.
+pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan) -> Result<usize, Error> {
+    let mut w = Vec::new();
+    for r in &info.relocs {
+        let s = &info.syms[r.sym];
+        if !s.undefined {
+            continue;
+        }
+        let target = lookup(&s.name, s.version.as_deref());
+        if target == 0 || plan.isolated.iter().any(|l| within(&l.extent, target)) {
+            continue; // unresolved weak, or another isolated library: stays in the libset
+        }
+        let value = heap::wrapper(&s.name).unwrap_or(target);
+        let value = if r.kind == Kind::Abs64 { value.wrapping_add(r.addend as usize) } else { value };
+        w.push((copy.bias + r.offset as usize, value));
+    }
+    write_slots(copy, info, &w)
+}
+
+/// Stores `(slot, value)` pairs into `o`'s image, opening its RELRO pages
+/// for the writes. Returns how many were written.
+fn write_slots(o: &Loaded, info: &Info, w: &[(usize, usize)]) -> Result<usize, Error> {
+    if w.is_empty() {
+        return Ok(0);
+    }
+    let page = 4096usize;
+    let relro = info.relro.map(|(a, n)| {
+        let (a, b) = abs(o, (a, a + n));
+        (a & !(page - 1), b & !(page - 1)) // as the loader protects it
+    });
+    let writable: Vec<(usize, usize)> =
+        info.segments.iter().filter(|s| s.writable).map(|s| abs(o, (s.vaddr, s.vaddr + s.memsz))).collect();
+    for &(slot, _) in w {
+        if slot % 8 != 0 || !writable.iter().any(|r| within(r, slot)) {
+            return Err(Error::Unsupported(format!("{}: GOT slot {slot:#x} is not in a writable segment", o.name)));
+        }
+    }
+    let open = relro.filter(|r| w.iter().any(|&(s, _)| within(r, s)));
+    if let Some((a, b)) = open {
+        // SAFETY: pages of the object's own RELRO segment; only GOT slots
+        // are written while they are open, then they are closed again.
+        if unsafe { libc::mprotect(a as *mut _, b - a, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            return Err(Error::Os("mprotect of a GOT", std::io::Error::last_os_error()));
+        }
+    }
+    for &(slot, value) in w {
+        // SAFETY: an aligned word inside the object's writable image (checked
+        // above); other threads may be reading it, so the store is atomic.
+        unsafe { (*(slot as *const std::sync::atomic::AtomicUsize)).store(value, std::sync::atomic::Ordering::Release) };
+    }
+    if let Some((a, b)) = open {
+        // SAFETY: as above: back to what the loader left.
+        if unsafe { libc::mprotect(a as *mut _, b - a, libc::PROT_READ) } != 0 {
+            return Err(Error::Os("mprotect of a GOT", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(w.len())
+}
