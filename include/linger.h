@@ -16,6 +16,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// `linger_opts_t::no_libset`: fail the launch with `EAGAIN`.
+#define LINGER_NO_LIBSET_FAIL 0
+
+// `linger_opts_t::no_libset`: run with the shared libraries.
+#define LINGER_NO_LIBSET_SHARE 1
+
+// `linger_opts_t::no_libset`: wait up to `libset_wait_us` for a libset.
+#define LINGER_NO_LIBSET_WAIT 2
+
 // A preemptible function as seen from C.
 //
 // - Completed: `is_complete` is true and the function owns nothing.
@@ -49,6 +58,18 @@ typedef struct linger_opts_t {
   // passes, and stop it shortly after the call returns (for callers that
   // would only resume it at once; see `Builder::preempt_blocked`).
   bool leave_blocked;
+  // Run the function in a libset of its own, so that deadlines inside
+  // the isolated libraries are taken there (see `linger_isolate` and
+  // `Builder::isolated`). Cancelling it resets the libset.
+  bool isolated;
+  // With `isolated`, when every libset is in use: `LINGER_NO_LIBSET_FAIL`
+  // (0, the launch fails with `EAGAIN`), `LINGER_NO_LIBSET_SHARE` (run with
+  // the shared libraries, deferred inside them), or `LINGER_NO_LIBSET_WAIT`
+  // (wait up to `libset_wait_us`, then fail with `EAGAIN`). Other values:
+  // `EINVAL`.
+  int no_libset;
+  // See `no_libset`.
+  uint64_t libset_wait_us;
 } linger_opts_t;
 
 // How one preemption went (see [`last_preemption`]); in C,
@@ -101,6 +122,12 @@ typedef struct linger_stats_t {
   // reserve before the function was abandoned (also counted in
   // `stack_overflows` when the caller receives them).
   uint64_t library_overflows;
+  // Libsets reset after their isolated function was cancelled or
+  // abandoned (see `Builder::isolated`).
+  uint64_t libset_resets;
+  // Heap blocks those resets freed (what the isolated libraries had
+  // allocated for the cancelled calls).
+  uint64_t libset_blocks_freed;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.
@@ -109,6 +136,19 @@ typedef void (*linger_fn)(void*);
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Isolates libraries for functions launched with `isolated` set: `libs`
+// is `"all"` (every library that can be copied) or names separated by
+// commas (`"libpng,libz"`); NULL means `LINGER_ISOLATE`, or `"all"`. Once
+// per process (the same selection again succeeds). Returns 0, or -1 with
+// `errno`: `EINVAL` (a bad selection, or a different selection
+// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a library
+// cannot be copied: libc, the loader, ...). Optional: the first isolated
+// launch does it.
+//
+// # Safety
+// `libs` is NULL or a NUL-terminated string.
+int linger_isolate(const char *libs);
 
 // Runs `func(arg)` on its own stack for at most `timeout_us` microseconds
 // (slices shorter than the cost of arming the timer plus `LINGER_RETRY_US`

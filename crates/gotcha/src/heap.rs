@@ -11,10 +11,10 @@
 //! libgotcha leaked them.
 //!
 //! The wrappers must never be stopped half-way (a cancel would then reset a
-//! ledger under its own lock). They live in their own link section,
-//! `gotcha_deferred`, which linger treats as code that must not be
-//! preempted; the calls they make stay on the stack above their frame and
-//! are deferred with it.
+//! ledger under its own lock). [`deferred_functions`] lists them for
+//! linger, which never preempts code inside them (it finds their extent in
+//! the unwind tables); the calls they make stay on the stack above their
+//! frame and are deferred with it.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -170,7 +170,6 @@ macro_rules! real {
 // before they return), so that a preemption inside a helper finds this
 // section on the call chain.
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_malloc(n: size_t) -> *mut c_void {
     // SAFETY: forwarded to the program's allocator (see `real!`).
@@ -179,7 +178,6 @@ unsafe extern "C" fn gotcha_malloc(n: size_t) -> *mut c_void {
     std::hint::black_box(p)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_calloc(n: size_t, m: size_t) -> *mut c_void {
     // SAFETY: forwarded to the program's allocator (see `real!`).
@@ -188,7 +186,6 @@ unsafe extern "C" fn gotcha_calloc(n: size_t, m: size_t) -> *mut c_void {
     std::hint::black_box(p)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_realloc(p: *mut c_void, n: size_t) -> *mut c_void {
     // Only a block the libset owns stays recorded: one the caller passed
@@ -206,7 +203,6 @@ unsafe extern "C" fn gotcha_realloc(p: *mut c_void, n: size_t) -> *mut c_void {
     std::hint::black_box(q)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_reallocarray(p: *mut c_void, n: size_t, m: size_t) -> *mut c_void {
     let Some(total) = n.checked_mul(m) else {
@@ -218,7 +214,6 @@ unsafe extern "C" fn gotcha_reallocarray(p: *mut c_void, n: size_t, m: size_t) -
     unsafe { gotcha_realloc(p, total) }
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_free(p: *mut c_void) {
     forget(p);
@@ -227,7 +222,6 @@ unsafe extern "C" fn gotcha_free(p: *mut c_void) {
     std::hint::black_box(());
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_posix_memalign(out: *mut *mut c_void, align: size_t, n: size_t) -> c_int {
     // SAFETY: forwarded to the program's allocator (see `real!`).
@@ -239,7 +233,6 @@ unsafe extern "C" fn gotcha_posix_memalign(out: *mut *mut c_void, align: size_t,
     std::hint::black_box(r)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_aligned_alloc(align: size_t, n: size_t) -> *mut c_void {
     // SAFETY: forwarded to the program's allocator (see `real!`).
@@ -248,7 +241,6 @@ unsafe extern "C" fn gotcha_aligned_alloc(align: size_t, n: size_t) -> *mut c_vo
     std::hint::black_box(p)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_memalign(align: size_t, n: size_t) -> *mut c_void {
     // SAFETY: forwarded to the program's allocator (see `real!`).
@@ -257,21 +249,18 @@ unsafe extern "C" fn gotcha_memalign(align: size_t, n: size_t) -> *mut c_void {
     std::hint::black_box(p)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_valloc(n: size_t) -> *mut c_void {
     // SAFETY: page-aligned allocation, as valloc.
     unsafe { gotcha_memalign(4096, n) }
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_pvalloc(n: size_t) -> *mut c_void {
     // SAFETY: as pvalloc: whole pages.
     unsafe { gotcha_memalign(4096, n.div_ceil(4096).max(1) * 4096) }
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_strdup(s: *const c_char) -> *mut c_char {
     // SAFETY: `s` is a C string by strdup's contract.
@@ -285,7 +274,6 @@ unsafe extern "C" fn gotcha_strdup(s: *const c_char) -> *mut c_char {
     std::hint::black_box(p)
 }
 
-#[link_section = "gotcha_deferred"]
 #[inline(never)]
 unsafe extern "C" fn gotcha_strndup(s: *const c_char, max: size_t) -> *mut c_char {
     // SAFETY: `s` holds a NUL or at least `max` bytes, by strndup's contract.
@@ -302,15 +290,13 @@ unsafe extern "C" fn gotcha_strndup(s: *const c_char, max: size_t) -> *mut c_cha
     std::hint::black_box(p)
 }
 
-extern "C" {
-    #[link_name = "__start_gotcha_deferred"]
-    static START: u8;
-    #[link_name = "__stop_gotcha_deferred"]
-    static STOP: u8;
-}
-
-/// The code of the wrappers: never to be preempted.
-pub(crate) fn deferred_code() -> (usize, usize) {
-    // Only the addresses of the linker's section bounds are taken.
-    (std::ptr::addr_of!(START) as usize, std::ptr::addr_of!(STOP) as usize)
+/// The wrappers' entry points: functions never to be preempted.
+pub(crate) fn deferred_functions() -> Vec<usize> {
+    [
+        "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc", "memalign", "valloc",
+        "pvalloc", "strdup", "strndup",
+    ]
+    .iter()
+    .filter_map(|n| wrapper(n))
+    .collect()
 }

@@ -132,18 +132,40 @@ pub(crate) fn bump_generation() {
 pub struct Code {
     /// Code of the copies: preemptible while their libset's function runs.
     pub preemptible: Vec<(usize, usize)>,
-    /// gotcha's own code that must never be stopped (the heap's wrappers).
-    pub deferred: Vec<(usize, usize)>,
+    /// Entry points of gotcha's own functions that must never be stopped
+    /// (the heap's wrappers); their extent is in the unwind tables.
+    pub deferred_functions: Vec<usize>,
     /// The dispatch stubs: preemptible (they hold no state).
     pub stubs: (usize, usize),
+    /// The copies as loaded objects: `dl_iterate_phdr` lists only its
+    /// caller's namespace, so a handler that unwinds through a copy learns
+    /// of its program headers (and so its unwind tables) here.
+    pub objects: Vec<CopyObject>,
 }
+
+/// A copy loaded into a libset's namespace.
+#[derive(Clone, Debug)]
+pub struct CopyObject {
+    pub name: String,
+    /// Load bias (`dlpi_addr`).
+    pub bias: usize,
+    /// Its mapped program headers (`dlpi_phdr`, `dlpi_phnum`).
+    pub phdr: *const libc::Elf64_Phdr,
+    pub phnum: usize,
+}
+
+// SAFETY: the program headers are mapped read-only for the life of the
+// process (libsets are never unloaded).
+unsafe impl Send for CopyObject {}
+// SAFETY: as above; only read.
+unsafe impl Sync for CopyObject {}
 
 /// The code ranges as they are now.
 pub fn code() -> Code {
-    let d = heap::deferred_code();
     Code {
         preemptible: libset::copy_code(),
-        deferred: if d.0 < d.1 { vec![d] } else { Vec::new() },
+        objects: libset::copy_objects(),
+        deferred_functions: heap::deferred_functions(),
         stubs: dispatch::stub_range(),
     }
 }

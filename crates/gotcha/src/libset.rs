@@ -60,6 +60,8 @@ static POOL: Mutex<Pool> = Mutex::new(Pool { sets: Vec::new(), free: Vec::new(),
 static RELEASED: Condvar = Condvar::new();
 /// The copies' code, for the preemption handler's table.
 static CODE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// The copies as objects (program headers), for the handler's unwinding.
+static OBJECTS: Mutex<Vec<crate::CopyObject>> = Mutex::new(Vec::new());
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
@@ -270,6 +272,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     // SAFETY: as above.
     let chain = unsafe { objects::chain(map) };
     let mut copies = Vec::new();
+    let mut objects = Vec::new();
     let mut bytes = 0;
     for l in &plan.isolated {
         let Some(c) = chain.iter().find(|c| c.name == l.obj.name) else {
@@ -278,6 +281,9 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
         };
         relink::relink_copy(c, &l.info, plan)?;
         copies.push(snapshot(c, &l.info));
+        if let Some(o) = copy_object(c, &l.info) {
+            objects.push(o);
+        }
     }
     for c in &copies {
         bytes += c.snapshot.iter().map(|s| s.1.len()).sum::<usize>();
@@ -290,6 +296,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
         }
     }
     CODE.lock().unwrap_or_else(|e| e.into_inner()).extend(copies.iter().flat_map(|c| c.exec.iter().copied()));
+    OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).extend(objects);
     // The handles stay open for the life of the process: the libset is reused.
     Ok(Libset { copies, bytes })
 }
@@ -320,6 +327,32 @@ fn snapshot(c: &Loaded, info: &crate::elf::Info) -> Copy {
         })
         .collect();
     Copy { exec, snapshot }
+}
+
+/// The copy's mapped program headers, found through its ELF header (at
+/// the start of its first segment, where every linker puts both).
+fn copy_object(c: &Loaded, info: &crate::elf::Info) -> Option<crate::CopyObject> {
+    let first = info.segments.first()?;
+    if first.vaddr != 0 || info.segments.is_empty() {
+        return None;
+    }
+    let at = c.bias;
+    // SAFETY: the first segment maps the file from offset 0: the ELF header.
+    let ehdr = unsafe { &*(at as *const libc::Elf64_Ehdr) };
+    if ehdr.e_ident[..4] != *b"\x7fELF" || ehdr.e_phoff + (ehdr.e_phnum as u64) * 56 > first.memsz {
+        return None;
+    }
+    Some(crate::CopyObject {
+        name: c.name.clone(),
+        bias: c.bias,
+        phdr: (at + ehdr.e_phoff as usize) as *const libc::Elf64_Phdr,
+        phnum: ehdr.e_phnum as usize,
+    })
+}
+
+/// The copies as loaded objects.
+pub(crate) fn copy_objects() -> Vec<crate::CopyObject> {
+    OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The code of every copy made so far.

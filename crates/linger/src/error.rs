@@ -42,6 +42,10 @@ pub enum Error {
     /// unwinds a panic, or any call but `pause` and the queries from inside
     /// a signal handler of the program's. Nothing was done.
     NotHere(&'static str),
+    /// An isolated launch could not get a libset of its own: the libraries
+    /// cannot be isolated, or every libset is in use (see
+    /// `Builder::isolated` and `Builder::when_no_libset`).
+    Isolation(gotcha::Error),
 }
 
 impl fmt::Display for Error {
@@ -64,7 +68,14 @@ impl fmt::Display for Error {
             Error::OutOfMemory => write!(f, "linger: out of memory"),
             Error::Config(msg) => write!(f, "linger: bad configuration: {msg}"),
             Error::NotHere(why) => write!(f, "linger: not allowed {why}"),
+            Error::Isolation(e) => write!(f, "linger: cannot isolate the function's libraries: {e}"),
         }
+    }
+}
+
+impl From<gotcha::Error> for Error {
+    fn from(e: gotcha::Error) -> Error {
+        Error::Isolation(e)
     }
 }
 
@@ -72,6 +83,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::StackAllocation(e) | Error::Timer(e) | Error::Signal(e) => Some(e),
+            Error::Isolation(e) => Some(e),
             _ => None,
         }
     }
@@ -91,6 +103,8 @@ impl Error {
             Error::OutOfMemory => libc::ENOMEM,
             Error::Config(_) => libc::EINVAL,
             Error::NotHere(_) => libc::EDEADLK,
+            Error::Isolation(gotcha::Error::NoLibset { .. }) => libc::EAGAIN,
+            Error::Isolation(_) => libc::ENOTSUP,
         }
     }
 }

@@ -7,7 +7,7 @@
 
 #![allow(non_camel_case_types)]
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -52,6 +52,65 @@ pub struct linger_opts_t {
     /// passes, and stop it shortly after the call returns (for callers that
     /// would only resume it at once; see `Builder::preempt_blocked`).
     pub leave_blocked: bool,
+    /// Run the function in a libset of its own, so that deadlines inside
+    /// the isolated libraries are taken there (see `linger_isolate` and
+    /// `Builder::isolated`). Cancelling it resets the libset.
+    pub isolated: bool,
+    /// With `isolated`, when every libset is in use: `LINGER_NO_LIBSET_FAIL`
+    /// (0, the launch fails with `EAGAIN`), `LINGER_NO_LIBSET_SHARE` (run with
+    /// the shared libraries, deferred inside them), or `LINGER_NO_LIBSET_WAIT`
+    /// (wait up to `libset_wait_us`, then fail with `EAGAIN`). Other values:
+    /// `EINVAL`.
+    pub no_libset: c_int,
+    /// See `no_libset`.
+    pub libset_wait_us: u64,
+}
+
+/// `linger_opts_t::no_libset`: fail the launch with `EAGAIN`.
+pub const LINGER_NO_LIBSET_FAIL: c_int = 0;
+/// `linger_opts_t::no_libset`: run with the shared libraries.
+pub const LINGER_NO_LIBSET_SHARE: c_int = 1;
+/// `linger_opts_t::no_libset`: wait up to `libset_wait_us` for a libset.
+pub const LINGER_NO_LIBSET_WAIT: c_int = 2;
+
+/// Isolates libraries for functions launched with `isolated` set: `libs`
+/// is `"all"` (every library that can be copied) or names separated by
+/// commas (`"libpng,libz"`); NULL means `LINGER_ISOLATE`, or `"all"`. Once
+/// per process (the same selection again succeeds). Returns 0, or -1 with
+/// `errno`: `EINVAL` (a bad selection, or a different selection
+/// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a library
+/// cannot be copied: libc, the loader, ...). Optional: the first isolated
+/// launch does it.
+///
+/// # Safety
+/// `libs` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn linger_isolate(libs: *const c_char) -> c_int {
+    let sel = if libs.is_null() {
+        gotcha::Selection::from_env().unwrap_or(Ok(gotcha::Selection::All))
+    } else {
+        // SAFETY: a C string by the contract.
+        match unsafe { std::ffi::CStr::from_ptr(libs) }.to_str() {
+            Ok(s) => gotcha::Selection::parse(s),
+            Err(_) => {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+        }
+    };
+    let r = sel.map_err(Error::from).and_then(|s| crate::isolate(&s));
+    match r {
+        Ok(_) => 0,
+        Err(e) => {
+            set_errno(match &e {
+                Error::Isolation(gotcha::Error::NotLoaded(_)) => libc::ENOENT,
+                Error::Isolation(gotcha::Error::Uncopyable { .. }) => libc::ENOTSUP,
+                Error::Isolation(_) => libc::EINVAL,
+                e => e.errno(),
+            });
+            -1
+        }
+    }
 }
 
 /// The C function type run by `linger_launch`.
@@ -221,9 +280,20 @@ pub unsafe extern "C-unwind" fn linger_launch_opts(
     let o = unsafe { opts.as_ref() }.copied().unwrap_or_default();
     // SAFETY: the C caller asserts with `migratable` that the function uses no
     // thread-local storage (documented on linger_opts_t).
+    let no_libset = match o.no_libset {
+        LINGER_NO_LIBSET_FAIL => gotcha::Exhausted::Fail,
+        LINGER_NO_LIBSET_SHARE => gotcha::Exhausted::Share,
+        LINGER_NO_LIBSET_WAIT => gotcha::Exhausted::Wait(std::time::Duration::from_micros(o.libset_wait_us)),
+        _ => {
+            set_errno(libc::EINVAL);
+            return NONE;
+        }
+    };
     let mut b = unsafe { Builder::new().migratable(o.migratable) }
         .hold_signals(o.hold_signals)
-        .preempt_blocked(!o.leave_blocked);
+        .preempt_blocked(!o.leave_blocked)
+        .isolated(o.isolated)
+        .when_no_libset(no_libset);
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }

@@ -41,6 +41,7 @@ mod flow;
 mod handles;
 mod monitor;
 mod inlined;
+mod isolation;
 mod interpose;
 mod overflow;
 mod preempt;
@@ -62,6 +63,8 @@ use std::time::Duration;
 
 pub use config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
+pub use gotcha::{Exhausted, Selection};
+pub use isolation::isolate;
 pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
 
@@ -187,6 +190,8 @@ pub struct Builder {
     hold_signals: bool,
     /// `Some(false)`: leave blocked calls alone (see `preempt_blocked`).
     preempt_blocked: Option<bool>,
+    isolated: bool,
+    no_libset: Exhausted,
 }
 
 impl Builder {
@@ -251,6 +256,30 @@ impl Builder {
         self
     }
 
+    /// Gives the function its own copy of the isolated libraries (a
+    /// *libset*, see [`isolate`]), so that deadlines inside them are taken
+    /// like anywhere in its own code instead of waiting for the library
+    /// call to return. Cancelling the function resets its libset (and frees
+    /// what the libraries allocated for it); a function that completes
+    /// hands it back as it is. Objects a library made inside the function
+    /// (a `png_struct`, an sqlite handle) belong to that libset: use them
+    /// only inside the same function. If nothing was isolated yet, the
+    /// first isolated launch isolates `LINGER_ISOLATE` (default: `all`).
+    /// See "gotcha" in `docs/safety.md` for what becomes preemptible.
+    pub fn isolated(mut self, yes: bool) -> Builder {
+        self.isolated = yes;
+        self
+    }
+
+    /// What an isolated launch does when every libset is in use (at most
+    /// 11, or 15 with `GLIBC_TUNABLES=glibc.rtld.nns=16`): fail with
+    /// [`Error::Isolation`] (the default), run with the shared libraries
+    /// (deferred inside them, as without isolation), or wait for one.
+    pub fn when_no_libset(mut self, policy: Exhausted) -> Builder {
+        self.no_libset = policy;
+        self
+    }
+
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
     #[inline]
     pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
@@ -293,10 +322,12 @@ impl Builder {
         if self.hold_signals && self.migratable {
             return Err(Error::Config("a function that holds signals cannot be migratable".into()));
         }
+        let lease = if self.isolated { isolation::lease(self.no_libset, &cfg)? } else { None };
         let opts = runtime::LaunchOptions {
             migratable: self.migratable,
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
+            lease,
         };
         let scope = NoPreempt::enter();
         Inner::new(f, size, opts, scope.thread())

@@ -54,6 +54,8 @@ static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 static STALE: AtomicBool = AtomicBool::new(false);
+/// `gotcha::generation()` when the published table was built.
+static GOTCHA_GENERATION: AtomicU64 = AtomicU64::new(0);
 static BUILD: Mutex<()> = Mutex::new(());
 /// `dlclose` calls in progress, on any thread: no table is published until
 /// the last one is over (it would describe code about to be unmapped).
@@ -456,6 +458,17 @@ pub(crate) fn lock_build() -> std::sync::MutexGuard<'static, ()> {
     BUILD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// New code exists (libset copies, dispatch stubs): rebuild the table at
+/// the next launch or resume.
+pub(crate) fn note_new_code() {
+    STALE.store(true, Ordering::Relaxed);
+}
+
+/// The gotcha generation the table was built for.
+pub(crate) fn built_for_gotcha() -> u64 {
+    GOTCHA_GENERATION.load(Ordering::Acquire)
+}
+
 /// Builds the table on first use, and again after new code was seen. Not
 /// while a `dlclose` is under way: the last one to finish builds it.
 pub(crate) fn ensure(cfg: &Config) {
@@ -487,7 +500,7 @@ struct Object_ {
     unwind: Option<crate::unwind::Object>,
 }
 
-fn loaded_objects() -> Vec<Object_> {
+fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
     unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
         // SAFETY: the loader passes a valid info for the duration of the
         // callback, and `data` is the Vec we passed in.
@@ -518,6 +531,20 @@ fn loaded_objects() -> Vec<Object_> {
     let mut v: Vec<Object_> = Vec::new();
     // SAFETY: callback matches the expected signature and only touches `v`.
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut Vec<Object_> as *mut libc::c_void) };
+    // `dl_iterate_phdr` lists only the program's own namespace: the copies
+    // in libsets come from gotcha.
+    for c in isolation.objects.iter() {
+        // SAFETY: gotcha's copies stay loaded, their headers mapped.
+        let phdrs = unsafe { std::slice::from_raw_parts(c.phdr, c.phnum) };
+        let exec: Vec<Range> = phdrs
+            .iter()
+            .filter(|ph| ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0)
+            .map(|ph| (c.bias + ph.p_vaddr as usize, c.bias + (ph.p_vaddr + ph.p_memsz) as usize))
+            .collect();
+        let text = exec.first().copied().unwrap_or((0, 0));
+        let unwind = crate::unwind::object_from_phdrs(c.bias, phdrs, text);
+        v.push(Object_ { name: c.name.clone(), bias: c.bias, exec, is_main: false, unwind });
+    }
     v
 }
 
@@ -803,12 +830,16 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict
 
 fn build(cfg: &Config, generation: u64) -> Table {
     let me = build as *const () as usize;
+    // Read before the objects: a libset made meanwhile bumps the
+    // generation again, and the next launch rebuilds.
+    let gotcha_generation = gotcha::generation();
+    let isolation = gotcha::code();
     let mut deferred = Vec::new();
     let mut known = Vec::new();
     let mut unwind = Vec::new();
     let mut loader = Vec::new();
     let mut inlined = Vec::new();
-    for o in loaded_objects() {
+    for o in loaded_objects(&isolation) {
         if o.name.contains("/ld-linux") || o.name.contains("/ld64.so") {
             loader.extend(o.exec.iter().copied());
         }
@@ -841,15 +872,30 @@ fn build(cfg: &Config, generation: u64) -> Table {
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
+        // A libset's copy of an isolated library: its state is the
+        // function's own (see `isolation.rs`).
+        let copy = o.exec.iter().any(|e| isolation.preemptible.iter().any(|r| r.0 <= e.0 && e.0 < r.1));
         // The vDSO (clock reads) and libm (pure math) hold no locks.
         let allowed = o.name.contains("linux-vdso")
             || o.name.contains("/libm.so")
             || cfg.preemptible_libs.iter().any(|p| o.name.contains(p.as_str()));
-        if !ours && !allowed {
+        if !ours && !allowed && !copy {
             deferred.extend(o.exec.iter().copied());
         }
     }
+    // The dispatch stubs hold no state; gotcha's heap wrappers must finish.
+    if isolation.stubs.0 < isolation.stubs.1 {
+        known.push(isolation.stubs);
+    }
     unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
+    for &f in &isolation.deferred_functions {
+        let i = unwind.partition_point(|r| r.0 .1 <= f);
+        let extent = unwind.get(i).filter(|r| r.0 .0 <= f).and_then(|r| crate::unwind::function_extent(&r.1, f));
+        // Without unwind tables (cannot happen for Rust code): at least
+        // its first instructions.
+        deferred.push(extent.unwrap_or((f, f + 64)));
+    }
+    GOTCHA_GENERATION.store(gotcha_generation, Ordering::Release);
     Table { generation, deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader), inlined: merge(inlined) }
 }
 

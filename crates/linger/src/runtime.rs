@@ -233,11 +233,13 @@ pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
 }
 
 /// Per-launch choices (see [`crate::Builder`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(crate) struct LaunchOptions {
     pub migratable: bool,
     pub hold_signals: bool,
     pub preempt_blocked: bool,
+    /// Its own libset, leased for its life (see `gotcha`).
+    pub lease: Option<gotcha::Lease>,
 }
 
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
@@ -247,6 +249,9 @@ pub(crate) struct Inner<T> {
     /// None once the function has finished (the stack went back to the pool).
     pub co: Option<Co>,
     pub stack_size: usize,
+    /// The isolated function's libset: handed back as it is when the
+    /// function completes, reset when it is cancelled.
+    lease: Option<gotcha::Lease>,
     _result: PhantomData<T>,
 }
 
@@ -395,6 +400,8 @@ impl<T> Inner<T> {
                 flow: crate::flow::Saved::new(),
                 exit_value: Cell::new(None),
                 caller_flow: crate::flow::Saved::new(),
+                libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
+                caller_libset: Cell::new(0),
             })
         };
         let f = Unstarted { f: ManuallyDrop::new(f), frame };
@@ -408,6 +415,7 @@ impl<T> Inner<T> {
             // while it is alive (a forgotten continuation never runs again).
             co: Some(unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) }),
             stack_size,
+            lease: opts.lease,
             _result: PhantomData,
         };
         let trap = inner.co.as_ref().map(|co| co.trap_handler());
@@ -520,6 +528,7 @@ impl<T> Inner<T> {
         compiler_fence(Ordering::SeqCst);
         let fp = FpControl::save();
         crate::flow::enter(t, &f.flow, &f.caller_flow);
+        f.caller_libset.set(gotcha::set_current_libset(f.libset));
         let r = go(self.co.as_mut().expect("checked by caller"));
         // A switch out of the signal handler brings the kernel's default FP
         // control state; a function may also return with its own.
@@ -529,6 +538,7 @@ impl<T> Inner<T> {
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame.as_ref() };
+        gotcha::set_current_libset(f.caller_libset.get());
         crate::flow::leave(t, &f.flow, &f.caller_flow);
         f.running.set(false);
         let parent = f.parent.get();
@@ -566,6 +576,7 @@ impl<T> Inner<T> {
                 // its library call, having returned, holds no lock.
                 unsafe { self.co.as_mut().expect("unfinished").force_reset() };
                 self.abandon_stack(0);
+                self.end_lease(true);
                 bump(&stats.stack_overflows);
                 Status::Overflowed
             }
@@ -575,8 +586,10 @@ impl<T> Inner<T> {
                     // Abandoned in the middle of its deepest frames: all of
                     // its stack may be live.
                     self.abandon_stack(0);
+                    self.end_lease(true);
                 } else {
                     self.recycle_stack();
+                    self.end_lease(false);
                 }
                 match out {
                     Outcome::Value => {
@@ -596,6 +609,19 @@ impl<T> Inner<T> {
                         Status::Exited
                     }
                 }
+            }
+        }
+    }
+
+    /// Gives the function's libset back: reset (its copies' state restored,
+    /// what they allocated freed) if the function was abandoned or
+    /// cancelled after it started, as it is if the function ended by itself
+    /// (what it allocated may be the caller's now).
+    fn end_lease(&mut self, abandoned: bool) {
+        if let Some(l) = self.lease.take() {
+            if abandoned {
+                let r = l.reset();
+                crate::stats::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
             }
         }
     }
@@ -676,6 +702,7 @@ impl<T> Inner<T> {
         // A panic for the canceller: from dropping the closure, or a new one
         // raised by a function that caught the cancellation's unwind.
         let mut raised = None;
+        let started = co.started();
         let kind = if !co.started() {
             // Drops the closure (and what it captured) without running it.
             co.force_unwind();
@@ -725,6 +752,7 @@ impl<T> Inner<T> {
             crate::Cancelled::Unwound
         };
         self.recycle_stack();
+        self.end_lease(started);
         if let Some(m) = held {
             crate::sigmask::set(m);
         }

@@ -47,6 +47,12 @@ pub struct Stats {
     /// reserve before the function was abandoned (also counted in
     /// `stack_overflows` when the caller receives them).
     pub library_overflows: u64,
+    /// Libsets reset after their isolated function was cancelled or
+    /// abandoned (see `Builder::isolated`).
+    pub libset_resets: u64,
+    /// Heap blocks those resets freed (what the isolated libraries had
+    /// allocated for the cancelled calls).
+    pub libset_blocks_freed: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -73,7 +79,7 @@ macro_rules! cells {
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
     cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
-    return_traps, library_overflows,
+    return_traps, library_overflows, libset_resets, libset_blocks_freed,
 }
 
 /// How one preemption went (see [`last_preemption`]); in C,
@@ -103,6 +109,13 @@ pub fn stats() -> Stats {
 /// Resets the calling thread's counters to zero.
 pub fn reset_stats() {
     ts().stats.reset()
+}
+
+/// Counts a libset reset on the calling thread.
+pub(crate) fn record_libset_reset(_ns: u64, blocks: u64) {
+    let s = &ts().stats;
+    bump(&s.libset_resets);
+    s.libset_blocks_freed.set(s.libset_blocks_freed.get() + blocks);
 }
 
 #[inline]

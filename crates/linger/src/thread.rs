@@ -158,6 +158,11 @@ pub(crate) struct Frame {
     /// The value this function passed to `pthread_exit` (see `exit.rs`).
     pub exit_value: Cell<Option<usize>>,
     pub caller_flow: crate::flow::Saved,
+    /// The libset the function's library calls go to (0: the program's
+    /// own libraries, where deadlines are deferred), and the caller's,
+    /// put back when the function stops.
+    pub libset: usize,
+    pub caller_libset: Cell<usize>,
     /// The preemption handler running on this function's stack, if any: its
     /// signal context, and the scope depth and errno it found, so the SIGSEGV
     /// handler can abandon it (`preempt::handler_out_of_stack`).

@@ -570,6 +570,15 @@ pub(crate) fn function_start(table: &Table, pc: usize) -> Option<usize> {
     Some(fde.initial_address() as usize)
 }
 
+/// The code range of the function containing `pc` in `obj`, from its
+/// frame description. Not for signal handlers (reads the tables freely).
+pub(crate) fn function_extent(obj: &Object, pc: usize) -> Option<(usize, usize)> {
+    let s = sections(obj)?;
+    let fde = s.hdr.table()?.fde_for_address(&s.eh_frame, &s.bases, pc as u64, EhFrame::cie_from_offset).ok()?;
+    let start = fde.initial_address() as usize;
+    Some((start, start + fde.len() as usize))
+}
+
 type Slice = gimli::EndianSlice<'static, NativeEndian>;
 
 /// One object's parsed `.eh_frame_hdr` and `.eh_frame`.

@@ -1,0 +1,42 @@
+//! Isolated functions: a libset leased from gotcha for the function's
+//! life, and the preemption handler's table kept aware of the copies.
+//!
+//! The handler learns which code is a libset's copy (preemptible) from
+//! [`gotcha::code`] when it builds its table (`ranges.rs`); a libset made
+//! for a launch is new code, so the table is rebuilt before the function
+//! first runs, or its first deadlines inside the copies would be deferred.
+
+use crate::config::Config;
+use crate::Error;
+
+/// Isolates `sel` for the rest of the process: functions launched with
+/// [`crate::Builder::isolated`] then get their own copies of those
+/// libraries. Optional: the first isolated launch isolates
+/// `LINGER_ISOLATE` (or every library that can be copied) by itself.
+/// Once per process; the same selection again returns the first report.
+pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
+    let _scope = crate::runtime::Scope::enter();
+    let r = gotcha::isolate(sel)?;
+    crate::ranges::note_new_code();
+    Ok(r)
+}
+
+/// A libset for a function about to be launched isolated.
+pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<gotcha::Lease>, Error> {
+    if !gotcha::is_isolating() {
+        let sel = match gotcha::Selection::from_env() {
+            Some(s) => s?,
+            None => gotcha::Selection::All,
+        };
+        match gotcha::isolate(&sel) {
+            Ok(_) | Err(gotcha::Error::AlreadyIsolating(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let lease = gotcha::Lease::acquire(policy)?;
+    if crate::ranges::built_for_gotcha() != gotcha::generation() {
+        crate::ranges::note_new_code();
+        crate::ranges::ensure(cfg);
+    }
+    Ok(lease)
+}
