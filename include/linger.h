@@ -70,6 +70,11 @@ typedef struct linger_opts_t {
   int no_libset;
   // See `no_libset`.
   uint64_t libset_wait_us;
+  // When the function is cancelled where it stopped at an arbitrary
+  // instruction, give its whole stack back for reuse instead of keeping
+  // the live part mapped for good. Only if nothing outside the function
+  // keeps a pointer into its stack (see `Builder::reuse_stack_on_cancel`).
+  bool reuse_stack;
 } linger_opts_t;
 
 // How one preemption went (see [`last_preemption`]); in C,

@@ -64,6 +64,11 @@ pub struct linger_opts_t {
     pub no_libset: c_int,
     /// See `no_libset`.
     pub libset_wait_us: u64,
+    /// When the function is cancelled where it stopped at an arbitrary
+    /// instruction, give its whole stack back for reuse instead of keeping
+    /// the live part mapped for good. Only if nothing outside the function
+    /// keeps a pointer into its stack (see `Builder::reuse_stack_on_cancel`).
+    pub reuse_stack: bool,
 }
 
 /// `linger_opts_t::no_libset`: fail the launch with `EAGAIN`.
@@ -294,6 +299,9 @@ pub unsafe extern "C-unwind" fn linger_launch_opts(
         .preempt_blocked(!o.leave_blocked)
         .isolated(o.isolated)
         .when_no_libset(no_libset);
+    // SAFETY: the C caller asserts with `reuse_stack` that nothing points
+    // into the function's stack once it is cancelled (documented on the field).
+    b = unsafe { b.reuse_stack_on_cancel(o.reuse_stack) };
     if o.stack_size != 0 {
         b = b.stack_size(o.stack_size);
     }

@@ -192,6 +192,7 @@ pub struct Builder {
     preempt_blocked: Option<bool>,
     isolated: bool,
     no_libset: Exhausted,
+    reuse_stack: bool,
 }
 
 impl Builder {
@@ -280,6 +281,28 @@ impl Builder {
         self
     }
 
+    /// Lets a cancel that stops the function at an arbitrary instruction
+    /// ([`Cancelled::Reclaimed`]) give its whole stack back for reuse. By
+    /// default the live part of such a stack stays mapped for the life of
+    /// the process (a few KiB per cancel), since something outside the
+    /// function may still point into it. A server that cancels thousands
+    /// of decodes needs it back.
+    ///
+    /// # Safety
+    /// The caller promises that once the function is cancelled nothing
+    /// reads or writes its stack: it pinned no value there that something
+    /// else keeps a pointer to (a future polled with a waker registered
+    /// elsewhere, an intrusive waiter, a scoped thread, a channel packet),
+    /// and the C code it calls registered no stack address with
+    /// process-wide state (`pthread_cleanup_push` with the thread's
+    /// cancellation, a `sigaltstack` on it). Libraries in its libset
+    /// (see [`Builder::isolated`]) are reset with it, so their own state
+    /// does not count.
+    pub unsafe fn reuse_stack_on_cancel(mut self, yes: bool) -> Builder {
+        self.reuse_stack = yes;
+        self
+    }
+
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
     #[inline]
     pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
@@ -328,6 +351,7 @@ impl Builder {
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
             lease,
+            reuse_stack: self.reuse_stack,
         };
         let scope = NoPreempt::enter();
         Inner::new(f, size, opts, scope.thread())

@@ -240,6 +240,7 @@ pub(crate) struct LaunchOptions {
     pub preempt_blocked: bool,
     /// Its own libset, leased for its life (see `gotcha`).
     pub lease: Option<gotcha::Lease>,
+    pub reuse_stack: bool,
 }
 
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
@@ -401,6 +402,7 @@ impl<T> Inner<T> {
                 exit_value: Cell::new(None),
                 caller_flow: crate::flow::Saved::new(),
                 libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
+                reuse_stack: opts.reuse_stack,
                 caller_libset: Cell::new(0),
             })
         };
@@ -716,8 +718,14 @@ impl<T> Inner<T> {
             // and no libc/std lock can be held (those points are never preempted).
             unsafe { co.force_reset() };
             bump(&stats.cancels_reclaimed);
-            let live_from = f.stopped_sp.get();
-            self.abandon_stack(live_from);
+            if f.reuse_stack {
+                // The caller promised that nothing outside the function
+                // points into its stack (`Builder::reuse_stack_on_cancel`).
+                self.recycle_stack();
+            } else {
+                let live_from = f.stopped_sp.get();
+                self.abandon_stack(live_from);
+            }
             crate::Cancelled::Reclaimed
         } else {
             f.cancelling.set(true);

@@ -162,6 +162,9 @@ pub(crate) struct Frame {
     /// own libraries, where deadlines are deferred), and the caller's,
     /// put back when the function stops.
     pub libset: usize,
+    /// A cancel at an arbitrary point recycles the whole stack instead of
+    /// keeping its live part (`Builder::reuse_stack_on_cancel`).
+    pub reuse_stack: bool,
     pub caller_libset: Cell<usize>,
     /// The preemption handler running on this function's stack, if any: its
     /// signal context, and the scope depth and errno it found, so the SIGSEGV
