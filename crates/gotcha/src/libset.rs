@@ -118,7 +118,7 @@ impl Lease {
                 }
             }
             let libsets = p.sets.len();
-            let hint = p.full.unwrap_or("the dispatcher's limit of 15 libsets");
+            let hint = p.full.unwrap_or("glibc allows 16 namespaces, the program's own included");
             match (policy, deadline) {
                 (Exhausted::Share, _) => return Ok(None),
                 (Exhausted::Wait(_), Some(d)) => {
