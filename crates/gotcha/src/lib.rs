@@ -112,6 +112,15 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     Ok(r)
 }
 
+/// Relinks objects the program loaded (`dlopen`) since isolation was set
+/// up or last refreshed, so that their calls into isolated libraries go to
+/// the current libset too. Cheap when nothing was loaded (one look at the
+/// loader's counter). linger calls it at every isolated launch. Returns
+/// the slots rewritten.
+pub fn refresh() -> Result<usize, Error> {
+    relink::refresh()
+}
+
 /// Has [`isolate`] succeeded?
 pub fn is_isolating() -> bool {
     ACTIVE.load(Ordering::Acquire)

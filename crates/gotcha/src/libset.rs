@@ -37,6 +37,9 @@ struct Copy {
 struct Libset {
     copies: Vec<Copy>,
     bytes: usize,
+    /// `dlmopen` handles of the isolated libraries, in the plan's order
+    /// (kept open: the libset lives as long as the process).
+    handles: Vec<usize>,
 }
 
 struct Pool {
@@ -91,6 +94,9 @@ impl Lease {
     /// none is available and the policy is [`Exhausted::Share`].
     pub fn acquire(policy: Exhausted) -> Result<Option<Lease>, Error> {
         let plan = PLAN.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or(Error::NotIsolating)?;
+        if plan.isolated.is_empty() {
+            return Ok(None); // `all`, and nothing could be copied: nothing to isolate
+        }
         let deadline = match policy {
             Exhausted::Wait(d) => Some(Instant::now() + d),
             _ => None,
@@ -138,6 +144,9 @@ impl Lease {
     /// time, the first isolated launches do not pay it.
     pub fn prepare(n: usize) -> Result<usize, Error> {
         let plan = PLAN.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or(Error::NotIsolating)?;
+        if plan.isolated.is_empty() {
+            return Ok(0);
+        }
         let mut p = pool();
         while p.sets.len() < n.min(dispatch::MAX_LIBSETS - 1) && p.full.is_none() {
             let index = p.sets.len() + 1;
@@ -298,7 +307,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     CODE.lock().unwrap_or_else(|e| e.into_inner()).extend(copies.iter().flat_map(|c| c.exec.iter().copied()));
     OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).extend(objects);
     // The handles stay open for the life of the process: the libset is reused.
-    Ok(Libset { copies, bytes })
+    Ok(Libset { copies, bytes, handles: handles.iter().map(|&h| h as usize).collect() })
 }
 
 fn find(h: *mut c_void, name: &str, version: Option<&str>) -> usize {
@@ -353,6 +362,20 @@ fn copy_object(c: &Loaded, info: &crate::elf::Info) -> Option<crate::CopyObject>
 /// The copies as loaded objects.
 pub(crate) fn copy_objects() -> Vec<crate::CopyObject> {
     OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Points every existing libset's table slots for `routed` (functions
+/// that just got stubs) at its own copies.
+pub(crate) fn resolve(routed: &[crate::relink::Routed]) {
+    let p = pool();
+    for (i, set) in p.sets.iter().enumerate() {
+        for r in routed {
+            let t = find(set.handles[r.lib] as *mut c_void, &r.name, r.version.as_deref());
+            if t != 0 {
+                dispatch::set_target(i + 1, r.id, t);
+            }
+        }
+    }
 }
 
 /// The code of every copy made so far.

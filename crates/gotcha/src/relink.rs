@@ -12,7 +12,7 @@
 //! its first call never reaches the loader's resolver. Objects loaded later
 //! are not relinked (see `docs/safety.md`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
@@ -40,10 +40,18 @@ pub(crate) struct Routed {
     pub lib: usize,
 }
 
-/// What relinking set up, kept for making libsets.
+/// What relinking set up, kept for making libsets and for objects
+/// loaded later.
+#[derive(Clone)]
 pub(crate) struct Plan {
     pub isolated: Vec<Isolated>,
     pub routed: Vec<Routed>,
+    /// Definition address -> index into `routed`.
+    by_target: HashMap<usize, usize>,
+    /// Load biases of the program's objects already relinked.
+    seen: HashSet<usize>,
+    /// `dlpi_adds` when the program's objects were last scanned.
+    adds: u64,
 }
 
 pub(crate) static PLAN: Mutex<Option<Arc<Plan>>> = Mutex::new(None);
@@ -87,9 +95,88 @@ fn within(r: &(usize, usize), a: usize) -> bool {
     r.0 <= a && a < r.1
 }
 
+/// How many objects the loader has loaded so far (`dlpi_adds`): cheap
+/// enough to check at every isolated launch.
+fn loader_adds() -> u64 {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: libc::size_t, out: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the loader's info for the call, and our u64.
+        unsafe { *(out as *mut u64) = (*info).dlpi_adds };
+        1
+    }
+    let mut adds = 0u64;
+    // SAFETY: the callback only writes `adds`.
+    unsafe { libc::dl_iterate_phdr(Some(first), &mut adds as *mut u64 as *mut libc::c_void) };
+    adds
+}
+
+/// A slot of the program's to point at a stub: (slot, routed index, addend).
+type Slot = (usize, usize, i64);
+
+/// The slots of `o` (a program object, not isolated) bound to functions
+/// of isolated libraries, adding the functions to `plan.routed`.
+fn scan(o: &Loaded, info: &Info, plan: &mut Plan, shared_variables: &mut Vec<String>) -> Vec<Slot> {
+    let extent = abs(o, info.extent());
+    let mut mine = Vec::new();
+    for r in &info.relocs {
+        let s = &info.syms[r.sym];
+        if !s.undefined {
+            continue;
+        }
+        let slot = o.bias + r.offset as usize;
+        // What the loader bound (a lazy slot still points into the
+        // object's own PLT: look the name up instead).
+        // SAFETY: the slot is inside the object's mapped image.
+        let bound = unsafe { *(slot as *const usize) };
+        let bound = match r.kind {
+            Kind::Abs64 => bound.wrapping_sub(r.addend as usize),
+            _ => bound,
+        };
+        let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
+        let Some(lib) = plan.isolated.iter().position(|l| within(&l.extent, target)) else { continue };
+        if !plan.isolated[lib].exec.iter().any(|e| within(e, target)) {
+            shared_variables.push(s.name.clone());
+            continue;
+        }
+        let ri = *plan.by_target.entry(target).or_insert_with(|| {
+            plan.routed.push(Routed { id: usize::MAX, name: s.name.clone(), version: s.version.clone(), lib });
+            plan.routed.len() - 1
+        });
+        mine.push((slot, ri, if r.kind == Kind::Abs64 { r.addend } else { 0 }));
+    }
+    mine
+}
+
+/// Gives stubs to the routed functions from `from` on, and points the
+/// slots at them.
+fn publish(plan: &mut Plan, from: usize, writes: &[(Loaded, Arc<Info>, Vec<Slot>)]) -> Result<usize, Error> {
+    let targets: Vec<usize> = {
+        let mut t = vec![0usize; plan.routed.len() - from];
+        for (&target, &ri) in &plan.by_target {
+            if ri >= from {
+                t[ri - from] = target;
+            }
+        }
+        t
+    };
+    let ids = dispatch::add(&targets)?;
+    for (r, id) in plan.routed[from..].iter_mut().zip(ids) {
+        r.id = id;
+    }
+    // Existing libsets learn where the new functions are in their copies.
+    crate::libset::resolve(&plan.routed[from..]);
+    let mut slots = 0;
+    for (o, info, mine) in writes {
+        let w: Vec<(usize, usize)> =
+            mine.iter().map(|&(slot, ri, add)| (slot, dispatch::stub_address(plan.routed[ri].id).wrapping_add(add as usize))).collect();
+        slots += write_slots(o, info, &w)?;
+    }
+    Ok(slots)
+}
+
 /// Sets up isolation of `sel` in the program's namespace.
 pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     heap::init(|n| lookup(n, None));
+    let adds = loader_adds();
     let base = objects::base();
     let me = install as *const () as usize;
     let mut isolated = Vec::new();
@@ -116,96 +203,80 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
                 return Err(Error::Uncopyable { library: o.name.clone(), reason: reason.to_owned() });
             }
             (true, None, _) | (false, None, Selection::All) => isolated.push(Isolated { obj: o.clone(), info, extent, exec }),
-            _ => others.push((o.clone(), info, ours)),
+            _ => others.push((o.clone(), info)),
         }
     }
     if let Some((w, _)) = wanted.iter().find(|(_, found)| !found) {
         return Err(Error::NotLoaded(w.clone()));
     }
-    if isolated.is_empty() {
-        return Err(Error::NotIsolating);
-    }
-    // Every slot of the program's own objects bound to an isolated function.
-    let mut routed: Vec<Routed> = Vec::new();
-    let mut by_target: HashMap<usize, usize> = HashMap::new();
-    // Per object (index into `others`): (slot, index into `routed`, addend).
-    type Slots = Vec<(usize, usize, i64)>;
-    let mut writes: Vec<(usize, Slots)> = Vec::new();
+    let mut plan = Plan { isolated, routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds };
+    plan.seen.extend(base.iter().map(|o| o.bias));
     let mut shared_variables = Vec::new();
     let mut copy_relocated = Vec::new();
-    for (oi, (o, info, _)) in others.iter().enumerate() {
+    let mut writes = Vec::new();
+    for (oi, (o, info)) in others.iter().enumerate() {
         let b = o.base_name();
         // libc and the loader never call into application libraries.
-        if b.starts_with("libc.so") || b.starts_with("ld-linux") {
+        if plan.isolated.is_empty() || b.starts_with("libc.so") || b.starts_with("ld-linux") {
             continue;
         }
-        let extent = abs(o, info.extent());
-        let mut mine = Vec::new();
-        for r in &info.relocs {
-            let s = &info.syms[r.sym];
-            if !s.undefined {
-                continue;
-            }
-            let slot = o.bias + r.offset as usize;
-            // What the loader bound (a lazy slot still points into the
-            // object's own PLT: look the name up instead).
-            // SAFETY: the slot is inside the object's mapped image.
-            let bound = unsafe { *(slot as *const usize) };
-            let bound = match r.kind {
-                Kind::Abs64 => bound.wrapping_sub(r.addend as usize),
-                _ => bound,
-            };
-            let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
-            let Some(lib) = isolated.iter().position(|l| within(&l.extent, target)) else { continue };
-            if !isolated[lib].exec.iter().any(|e| within(e, target)) {
-                shared_variables.push(s.name.clone());
-                continue;
-            }
-            let ri = *by_target.entry(target).or_insert_with(|| {
-                routed.push(Routed { id: usize::MAX, name: s.name.clone(), version: s.version.clone(), lib });
-                routed.len() - 1
-            });
-            mine.push((slot, ri, if r.kind == Kind::Abs64 { r.addend } else { 0 }));
-        }
+        let mine = scan(o, info, &mut plan, &mut shared_variables);
         if oi == 0 {
             // The executable (always first, never isolated).
             for c in &info.copied {
                 let t = lookup(c, None);
-                if isolated.iter().any(|l| within(&l.extent, t)) || t == 0 {
+                if plan.isolated.iter().any(|l| within(&l.extent, t)) || t == 0 {
                     copy_relocated.push(c.clone());
                 }
             }
         }
         if !mine.is_empty() {
-            writes.push((oi, mine));
+            writes.push((o.clone(), info.clone(), mine));
         }
     }
-    let mut targets = vec![0usize; routed.len()];
-    for (t, &ri) in &by_target {
-        targets[ri] = *t;
-    }
-    let ids = dispatch::add(&targets)?;
-    for (r, id) in routed.iter_mut().zip(ids) {
-        r.id = id;
-    }
-    let mut slots = 0;
-    for (oi, mine) in &writes {
-        let (o, info, _) = &others[*oi];
-        let w: Vec<(usize, usize)> =
-            mine.iter().map(|&(slot, ri, add)| (slot, dispatch::stub_address(routed[ri].id).wrapping_add(add as usize))).collect();
-        slots += write_slots(o, info, &w)?;
-    }
+    let slots = publish(&mut plan, 0, &writes)?;
     shared_variables.sort();
     shared_variables.dedup();
     let report = Report {
-        libraries: isolated.iter().map(|l| l.obj.name.clone()).collect(),
-        functions: routed.len(),
+        libraries: plan.isolated.iter().map(|l| l.obj.name.clone()).collect(),
+        functions: plan.routed.len(),
         slots,
         shared_variables,
         copy_relocated,
     };
-    *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Plan { isolated, routed }));
+    *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(plan));
     Ok(report)
+}
+
+/// Relinks the program's objects loaded since the last look (`dlopen`):
+/// their calls into isolated libraries go through the stubs too. Libraries
+/// loaded later are never isolated themselves. Returns the slots rewritten.
+pub(crate) fn refresh() -> Result<usize, Error> {
+    let mut g = PLAN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(current) = g.as_ref() else { return Ok(0) };
+    let adds = loader_adds();
+    if adds == current.adds || current.isolated.is_empty() {
+        return Ok(0);
+    }
+    let mut plan = Plan::clone(current);
+    plan.adds = adds;
+    let from = plan.routed.len();
+    let mut writes = Vec::new();
+    let mut shared_variables = Vec::new();
+    for o in objects::base() {
+        if !plan.seen.insert(o.bias) {
+            continue;
+        }
+        let Some(path) = &o.path else { continue };
+        let info = info(path)?;
+        let mine = scan(&o, &info, &mut plan, &mut shared_variables);
+        if !mine.is_empty() {
+            writes.push((o, info, mine));
+        }
+    }
+    let slots = publish(&mut plan, from, &writes)?;
+    *g = Some(Arc::new(plan));
+    Ok(slots)
 }
 
 /// Relinks one copy (an isolated library loaded into a libset's namespace)

@@ -33,6 +33,9 @@ pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<go
             Err(e) => return Err(e.into()),
         }
     }
+    // Objects `dlopen`ed since the last launch: their calls into isolated
+    // libraries must reach the libset too.
+    gotcha::refresh()?;
     let lease = gotcha::Lease::acquire(policy)?;
     if crate::ranges::built_for_gotcha() != gotcha::generation() {
         crate::ranges::note_new_code();

@@ -131,3 +131,45 @@ fn cancelled_inside_the_library_the_libset_is_reset_and_reused() {
     assert!(inflate(bomb, &mut out)());
     assert!(out.iter().all(|&b| b == 0));
 }
+
+#[link(name = "z")]
+extern "C" {
+    fn zlibVersion() -> *const libc::c_char;
+}
+
+/// Builds and loads a small library that calls zlib, after isolation
+/// was set up; returns its function.
+fn plugin() -> extern "C" fn() -> *const libc::c_char {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("isolated-plugin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("plugin.c");
+    std::fs::write(&src, "#include <zlib.h>\nconst char *plugin_zlib_version(void) { return zlibVersion(); }\n").unwrap();
+    let lib = dir.join("libisolated_plugin.so");
+    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-O2", "-o"]).arg(&lib).arg(&src).arg("-lz").status().unwrap();
+    assert!(st.success());
+    let path = std::ffi::CString::new(lib.to_str().unwrap()).unwrap();
+    // SAFETY: loading our own small library and looking up its function,
+    // which has this signature.
+    unsafe {
+        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!h.is_null());
+        let f = libc::dlsym(h, c"plugin_zlib_version".as_ptr());
+        assert!(!f.is_null());
+        std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> *const libc::c_char>(f)
+    }
+}
+
+#[test]
+fn a_library_loaded_later_calls_the_libsets_copy_too() {
+    setup();
+    let f = plugin();
+    // SAFETY: zlib's API.
+    let base = unsafe { zlibVersion() } as usize;
+    assert_eq!(f() as usize, base, "outside isolated functions: the program's own zlib");
+    let (mine, via_plugin) = match Builder::new().isolated(true).launch(move || (unsafe { zlibVersion() } as usize, f() as usize), Duration::MAX).unwrap() {
+        Linger::Completion(v) => v,
+        _ => panic!(),
+    };
+    assert_ne!(mine, base);
+    assert_eq!(via_plugin, mine, "the library loaded later still called the program's zlib");
+}
