@@ -150,7 +150,7 @@ compile "$out/libplugin.so" "$CC" -Wall -Wextra -Werror -O2 -shared -fPIC "$src/
 compile "$out/libmarker.so" "$CC" -Wall -Wextra -Werror -O2 -shared -fPIC "$src/support/marker.c" || true
 compile "$out/env_probe" "$CC" -Wall -Wextra -Werror -O2 "$src/support/env_probe.c" || true
 for f in "$src"/*.c; do
-    compile "$out/$(basename "$f" .c)" "$CC" "${CFLAGS[@]}" "$f" -ldl -lm -lrt || true
+    compile "$out/$(basename "$f" .c)" "$CC" "${CFLAGS[@]}" "$f" -ldl -lm -lrt -lz || true
 done
 for f in "$src"/*.cc; do
     compile "$out/$(basename "$f" .cc)" "$CXX" "${CFLAGS[@]}" "$f" || true
@@ -194,7 +194,12 @@ deferrals_of() { stat_of deferrals "$1"; }
 #            --children / LINGER_RUN_CHILDREN=1; the program is told so
 #            through EXPECT_LINGER_CHILDREN=1), marker (an unrelated library
 #            is preloaded in every mode; EXPECT_PRELOAD_MARKER names it),
-#            waits (the waits mode too, see the header), "-"
+#            waits (the waits mode too, see the header), isolate (the
+#            isolate mode too: linger-run --stats --slice 20us --isolate all;
+#            with pre=N, at least N preemptions there, and fewer deadlines
+#            deferred than a quarter of them: proof that main was stopped
+#            inside its copies of the libraries, not after their calls
+#            returned as in the slice mode), "-"
 run_case() {
     local name="$1" expect="$2" opts="$3" prog="$4"
     shift 4
@@ -204,7 +209,7 @@ run_case() {
         fail "$name" "not built"
         return 0
     fi
-    local pre=0 cmp_err=1 children="" marker="" waits=""
+    local pre=0 cmp_err=1 children="" marker="" waits="" isolate=""
     local o
     IFS=',' read -ra o <<<"$opts"
     for x in "${o[@]}"; do
@@ -214,6 +219,7 @@ run_case() {
         children) children=1 ;;
         marker) marker=1 ;;
         waits) waits=1 ;;
+        isolate) isolate=1 ;;
         -) ;;
         *) echo "bad option $x in case $name" >&2; exit 2 ;;
         esac
@@ -225,6 +231,9 @@ run_case() {
     if [ -n "$waits" ] && [ -z "${LINGER_RUN_MODES:-}" ]; then
         case_modes+=(waits)
     fi
+    if [ -n "$isolate" ] && [ -z "${LINGER_RUN_MODES:-}" ]; then
+        case_modes+=(isolate)
+    fi
     for mode in "${case_modes[@]}"; do
         local base="$logs/$name.$mode" envs=() cmd=()
         if [ -n "$marker" ]; then
@@ -234,6 +243,9 @@ run_case() {
             envs+=("WAIT_CPU_LIMIT_US=10000")
         fi
         case "$mode" in
+        isolate)
+            cmd=("$lr" --stats --slice 20us --isolate all -- "$out/$prog" "${args[@]}")
+            ;;
         waits)
             envs+=("WAIT_MS=1000")
             cmd=("$lr" --stats --slice 20us -- "$out/$prog" "${args[@]}")
@@ -283,13 +295,16 @@ run_case() {
         elif [ -n "$cmp_err" ] && [ -f "$ref.err.cmp" ] && ! cmp -s "$ref.err.cmp" "$base.err.cmp"; then
             why="stderr differs from the plain run"
             diff "$ref.err.cmp" "$base.err.cmp" | head -n 20 >"$base.diff" || true
-        elif [ "$pre" -gt 0 ] && { [ "$mode" = slice ] || [ "$mode" = preload ]; }; then
-            local n
+        elif [ "$pre" -gt 0 ] && { [ "$mode" = slice ] || [ "$mode" = preload ] || [ "$mode" = isolate ]; }; then
+            local n d
             n="$(preemptions_of "$base")"
+            d="$(deferrals_of "$base")"
             if [ -z "$n" ]; then
                 why="no stats line on stderr"
             elif [ "$n" -lt "$pre" ]; then
                 why="only $n preemptions (at least $pre expected)"
+            elif [ "$mode" = isolate ] && [ $((4 * d)) -ge "$n" ]; then
+                why="$d deadlines deferred for $n preemptions: main was not stopped inside its copies"
             fi
         elif [ "$mode" = waits ]; then
             local d
@@ -304,10 +319,10 @@ run_case() {
             fail "$name $mode" "$why; $took" "$base.diff" "$base.err" "$base.out"
         else
             local note=""
-            if [ "$mode" = slice ] || [ "$mode" = preload ]; then
+            if [ "$mode" = slice ] || [ "$mode" = preload ] || [ "$mode" = isolate ]; then
                 local n
                 n="$(preemptions_of "$base")"
-                [ -n "$n" ] && note=", preemptions=$n"
+                [ -n "$n" ] && note=", preemptions=$n, deferrals=$(deferrals_of "$base")"
             elif [ "$mode" = waits ]; then
                 note=", deferrals=$(deferrals_of "$base")"
             fi
@@ -530,6 +545,7 @@ run_case stack.catch "exit 0" pre=20 stack catch
 for p in locale iconv getaddrinfo dlopen misc; do
     run_case "libs.$p" "exit 0" pre=20 libs "$p"
 done
+run_case zlib_work "exit 0" pre=200,isolate zlib_work
 run_case stdio_malloc.printf "exit 0" pre=20 stdio_malloc printf
 run_case stdio_malloc.malloc "exit 0" pre=20 stdio_malloc malloc
 

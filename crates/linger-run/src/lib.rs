@@ -17,5 +17,6 @@
 
 mod options;
 mod start;
+mod threads;
 
 pub use start::__libc_start_main;

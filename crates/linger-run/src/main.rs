@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use libc::{c_char, c_int};
 
 const USAGE: &str =
-    "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--argv0 NAME] [--] PROGRAM [ARGS...]";
+    "usage: linger-run [--slice DURATION] [--stats[=FILE]] [--children] [--preempt-blocked] [--isolate LIBS] [--argv0 NAME] [--] PROGRAM [ARGS...]";
 
 const HELP: &str = "\
 Runs PROGRAM with its main() inside a linger preemptible function.
@@ -41,13 +41,18 @@ Options:
                     a system call (read, poll, sleep...); by default a wait is
                     left alone until it returns, so that a sleeping program
                     costs no CPU time
+  --isolate LIBS    run main() (and the threads it starts) with its own copies
+                    of the libraries LIBS (`all`, or names such as
+                    libz,libexpat), so that main() is stopped inside them
+                    too instead of only once their calls return (also:
+                    LINGER_ISOLATE=LIBS); libc and the loader stay shared
   --argv0 NAME      run PROGRAM with NAME as its argv[0] (as `exec -a NAME`
                     does; by default argv[0] is PROGRAM as given)
   -h, --help        show this help
 
 Without the command: LD_PRELOAD=.../liblinger_run.so LINGER_RUN_SLICE=20us \\
   [LINGER_RUN_STATS=1|FILE] [LINGER_RUN_CHILDREN=1] [LINGER_RUN_PREEMPT_BLOCKED=1]
-  [LINGER_RUN_STACK=8M] PROGRAM
+  [LINGER_RUN_STACK=8M] [LINGER_ISOLATE=LIBS] PROGRAM
 The stack of main() is the soft `ulimit -s` (8 MiB by default).
 PROGRAM must be dynamically linked. Exit status: PROGRAM's own; 2 for bad
 arguments or a program that cannot be run; 125 if linger-run itself fails.
@@ -63,6 +68,7 @@ struct Args {
     stats: Option<OsString>,
     children: bool,
     preempt_blocked: bool,
+    isolate: Option<String>,
     /// The program's argv[0], if not PROGRAM.
     argv0: Option<CString>,
     /// Index of PROGRAM in argv.
@@ -76,7 +82,7 @@ enum Parsed {
 }
 
 fn parse(argv: &[&[u8]]) -> Parsed {
-    let mut a = Args { slice: None, stats: None, children: false, preempt_blocked: false, argv0: None, program: 0 };
+    let mut a = Args { slice: None, stats: None, children: false, preempt_blocked: false, isolate: None, argv0: None, program: 0 };
     let mut i = 1;
     while i < argv.len() {
         let arg = argv[i];
@@ -96,6 +102,13 @@ fn parse(argv: &[&[u8]]) -> Parsed {
             a.argv0 = Some(CString::new(*v).expect("argv entries have no NUL"));
             i += 2;
             continue;
+        } else if arg == b"--isolate" {
+            let Some(v) = argv.get(i + 1) else { return Parsed::Error("--isolate needs libraries (or all)".into()) };
+            a.isolate = Some(String::from_utf8_lossy(v).into_owned());
+            i += 2;
+            continue;
+        } else if let Some(v) = s.strip_prefix("--isolate=") {
+            a.isolate = Some(v.to_owned());
         } else if let Some(v) = s.strip_prefix("--slice=") {
             a.slice = Some(v.to_owned());
         } else if arg == b"--stats" {
@@ -122,6 +135,11 @@ fn parse(argv: &[&[u8]]) -> Parsed {
     if let Some(v) = &a.slice {
         if let Err(e) = linger::parse_duration(v) {
             return Parsed::Error(format!("--slice: {e}"));
+        }
+    }
+    if let Some(v) = &a.isolate {
+        if let Err(e) = linger::Selection::parse(v) {
+            return Parsed::Error(format!("--isolate: {e}"));
         }
     }
     a.program = i;
@@ -217,6 +235,23 @@ fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
             std::env::set_var(var, "1");
         } else {
             std::env::remove_var(var);
+        }
+    }
+    if let Some(libs) = &a.isolate {
+        std::env::set_var("LINGER_ISOLATE", libs);
+    }
+    // Isolating (here or through LINGER_ISOLATE): 15 libsets instead of 11,
+    // a tunable only the loader's start reads. The program gets its own
+    // value back (see options.rs).
+    if std::env::var_os("LINGER_ISOLATE").is_some_and(|v| !v.is_empty()) {
+        let was = std::env::var("GLIBC_TUNABLES").ok();
+        if !was.as_deref().is_some_and(|t| t.contains("glibc.rtld.nns=")) {
+            std::env::set_var("LINGER_RUN_TUNABLES", was.as_deref().unwrap_or("-"));
+            let t = match &was {
+                Some(t) if !t.is_empty() => format!("{t}:glibc.rtld.nns=16"),
+                _ => "glibc.rtld.nns=16".to_owned(),
+            };
+            std::env::set_var("GLIBC_TUNABLES", t);
         }
     }
     let file = CString::new(OsString::from(program).into_vec()).expect("argv entries have no NUL");

@@ -14,6 +14,11 @@ pub(crate) const STATS_VAR: &str = "LINGER_RUN_STATS";
 pub(crate) const CHILDREN_VAR: &str = "LINGER_RUN_CHILDREN";
 pub(crate) const STACK_VAR: &str = "LINGER_RUN_STACK";
 pub(crate) const PREEMPT_BLOCKED_VAR: &str = "LINGER_RUN_PREEMPT_BLOCKED";
+/// The libraries to isolate (`--isolate`), as for any program using linger.
+pub(crate) const ISOLATE_VAR: &str = "LINGER_ISOLATE";
+/// `GLIBC_TUNABLES` as it was before the command added the namespace
+/// tunable for `--isolate` (`-` for unset): given back to the program.
+pub(crate) const TUNABLES_VAR: &str = "LINGER_RUN_TUNABLES";
 
 /// Where `--stats` goes.
 pub(crate) enum StatsTo {
@@ -33,6 +38,9 @@ pub(crate) struct Options {
     pub preempt_blocked: bool,
     /// Usable stack of `main`'s preemptible function.
     pub stack_size: usize,
+    /// Run `main` (and the threads it starts) in a libset with these
+    /// libraries copied.
+    pub isolate: Option<linger::Selection>,
 }
 
 /// Read with glibc's meaning, not through a `getenv` the program may define
@@ -80,7 +88,12 @@ impl Options {
             None => main_stack_size(),
             Some(v) => parse_size(&v).ok_or_else(|| format!("{STACK_VAR}: {v:?} is not a size (such as 8M)"))?,
         };
-        Ok(Options { slice, stats, children, preempt_blocked, stack_size })
+        let isolate = match var(ISOLATE_VAR) {
+            None => None,
+            Some(v) if v.trim().is_empty() => None,
+            Some(v) => Some(linger::Selection::parse(&v).map_err(|e| format!("{ISOLATE_VAR}: {e}"))?),
+        };
+        Ok(Options { slice, stats, children, preempt_blocked, stack_size, isolate })
     }
 }
 
@@ -119,7 +132,7 @@ pub(crate) fn preload_of_us(v: &str) -> Option<String> {
 /// (see `linger::set_child_env`), read before [`scrub_environment`].
 pub(crate) fn hand_to_children() {
     let Some(preload) = var("LD_PRELOAD").and_then(|v| preload_of_us(&v)) else { return };
-    let vars: Vec<(String, String)> = [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR]
+    let vars: Vec<(String, String)> = [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR, ISOLATE_VAR]
         .iter()
         .filter_map(|n| var(n).map(|v| ((*n).to_owned(), v)))
         .collect();
@@ -137,9 +150,19 @@ pub(crate) fn scrub_environment() {
         let rest = preload_without_us(&v);
         unsafe { linger::glibc::set_var("LD_PRELOAD", rest.as_deref().map(std::ffi::OsStr::new)) };
     }
-    for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR] {
+    for v in [SLICE_VAR, STATS_VAR, CHILDREN_VAR, STACK_VAR, PREEMPT_BLOCKED_VAR, ISOLATE_VAR] {
         // SAFETY: as above.
         unsafe { linger::glibc::set_var(v, None) };
+    }
+    // The tunable the command added for --isolate was read by the loader
+    // already: the program gets its own value back.
+    if let Some(was) = var(TUNABLES_VAR) {
+        let was = (was != "-").then_some(was);
+        // SAFETY: as above.
+        unsafe {
+            linger::glibc::set_var("GLIBC_TUNABLES", was.as_deref().map(std::ffi::OsStr::new));
+            linger::glibc::set_var(TUNABLES_VAR, None);
+        }
     }
 }
 

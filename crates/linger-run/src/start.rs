@@ -139,9 +139,17 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
         watch_main_exit();
     }
 
+    if let Some(sel) = &opts.isolate {
+        if let Err(e) = linger::isolate(sel) {
+            say(&format!("cannot isolate libraries for {name}: {e}"));
+            return OWN_FAILURE;
+        }
+    }
     let slice = opts.slice.unwrap_or(Duration::MAX);
     let args = MainArgs { main, argc, argv, envp };
     let run = move || {
+        // Threads the program starts use main's libset too (see threads.rs).
+        crate::threads::program_libset(gotcha::current_libset());
         let a = args;
         // SAFETY: calling the program's main with the arguments glibc gave us.
         unsafe { call_main(a.main, a.argc, a.argv, a.envp) }
@@ -153,7 +161,11 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     let builder = linger::Builder::new()
         .stack_size(opts.stack_size)
         .hold_signals(true)
-        .preempt_blocked(opts.preempt_blocked);
+        .preempt_blocked(opts.preempt_blocked)
+        .isolated(opts.isolate.is_some())
+        // Nothing else competes for libsets; should none be made, the
+        // program still runs, deferred inside its libraries as without.
+        .when_no_libset(linger::Exhausted::Share);
     let mut job = match builder.launch(run, slice) {
         Ok(j) => j,
         Err(e) => return failed(&name, e, opts.stack_size),
