@@ -1,16 +1,20 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench bench-turquoise header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench bench-turquoise header \
 	lib install uninstall
 
-tour:
+# libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
+deps:
+	@bash scripts/deps.sh
+
+tour: deps
 	$(CARGO) run --release -q -p linger --example tour
 	$(CARGO) run --release -q -p turquoise --example hol_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
 TEST_PARTS = test-rust test-c test-install test-run test-compat test-valgrind
-test:
+test: deps
 	@for t in $(TEST_PARTS); do \
 		s=$$(date +%s); \
 		$(MAKE) --no-print-directory $$t || exit 1; \

@@ -3,48 +3,15 @@
 //! random points reset the libset, which then decodes correctly again,
 //! and leave no memory behind.
 
-use std::ffi::c_void;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use linger::{Builder, Linger};
 
-/// `png_image` from png.h (libpng 1.6's simplified API).
-#[repr(C)]
-struct PngImage {
-    opaque: *mut c_void,
-    version: u32,
-    width: u32,
-    height: u32,
-    format: u32,
-    flags: u32,
-    colormap_entries: u32,
-    warning_or_error: u32,
-    message: [u8; 64],
-}
+#[path = "../examples/support/png.rs"]
+mod png;
 
-const PNG_IMAGE_VERSION: u32 = 1;
-const PNG_FORMAT_RGB: u32 = 2;
-
-#[link(name = "png16")]
-extern "C" {
-    fn png_image_begin_read_from_memory(image: *mut PngImage, memory: *const c_void, size: usize) -> i32;
-    fn png_image_finish_read(image: *mut PngImage, background: *const c_void, buffer: *mut c_void, stride: i32, colormap: *mut c_void) -> i32;
-    fn png_image_free(image: *mut PngImage);
-    fn png_image_write_to_memory(
-        image: *mut PngImage,
-        memory: *mut c_void,
-        bytes: *mut usize,
-        convert_to_8_bit: i32,
-        buffer: *const c_void,
-        stride: i32,
-        colormap: *const c_void,
-    ) -> i32;
-}
-
-fn image(w: u32, h: u32) -> PngImage {
-    PngImage { opaque: std::ptr::null_mut(), version: PNG_IMAGE_VERSION, width: w, height: h, format: PNG_FORMAT_RGB, flags: 0, colormap_entries: 0, warning_or_error: 0, message: [0; 64] }
-}
+use png::Out;
 
 /// A 1024 x 768 RGB picture that does not compress to nothing.
 fn encoded() -> Arc<Vec<u8>> {
@@ -62,16 +29,9 @@ fn encoded() -> Arc<Vec<u8>> {
                 ((x ^ y).wrapping_mul(3) as u8).wrapping_add((seed & 15) as u8)
             })
             .collect();
-        let mut img = image(w, h);
-        let mut n = 0usize;
-        // SAFETY: libpng's documented two-call pattern: size first, then write.
-        unsafe {
-            assert_ne!(png_image_write_to_memory(&mut img, std::ptr::null_mut(), &mut n, 0, pixels.as_ptr().cast(), 0, std::ptr::null()), 0);
-            let mut out = vec![0u8; n];
-            assert_ne!(png_image_write_to_memory(&mut img, out.as_mut_ptr().cast(), &mut n, 0, pixels.as_ptr().cast(), 0, std::ptr::null()), 0);
-            out.truncate(n);
-            PNG = Some(Arc::new(out));
-        }
+        let out = png::encode_rgb(w, h, &pixels);
+        // SAFETY: written once, inside call_once, before any read.
+        unsafe { PNG = Some(Arc::new(out)) };
     });
     // SAFETY: set once above, never written again.
     unsafe { (*std::ptr::addr_of!(PNG)).clone().unwrap() }
@@ -79,38 +39,15 @@ fn encoded() -> Arc<Vec<u8>> {
 
 const PIXELS: usize = 1024 * 768 * 3;
 
-/// Decodes `png` into `out` (PIXELS bytes) with libpng's simplified API;
-/// false on a libpng error. Allocates nothing of its own: all the heap
-/// it uses is libpng's and zlib's.
 fn decode_into(png: &[u8], out: *mut u8) -> bool {
-    let mut img = image(0, 0);
-    // SAFETY: libpng's documented API; `img` lives across the calls, `out`
-    // holds PIXELS = width * height * 3 bytes (checked).
-    unsafe {
-        if png_image_begin_read_from_memory(&mut img, png.as_ptr().cast(), png.len()) == 0 {
-            return false;
-        }
-        img.format = PNG_FORMAT_RGB;
-        if (img.width * img.height * 3) as usize != PIXELS {
-            png_image_free(&mut img);
-            return false;
-        }
-        let ok = png_image_finish_read(&mut img, std::ptr::null(), out.cast(), 0, std::ptr::null_mut());
-        png_image_free(&mut img);
-        ok != 0
-    }
+    // SAFETY: every caller passes a buffer of PIXELS bytes.
+    unsafe { png::decode_into(png, out, PIXELS) }
 }
 
 fn decode(png: &[u8]) -> Option<Vec<u8>> {
     let mut out = vec![0u8; PIXELS];
     decode_into(png, out.as_mut_ptr()).then_some(out)
 }
-
-/// The caller's output buffer, written by the function.
-struct Out(*mut u8);
-// SAFETY: only the function writes it, and the test reads it once the
-// function is done or cancelled.
-unsafe impl Send for Out {}
 
 fn setup() {
     static ONCE: Once = Once::new();
