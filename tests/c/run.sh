@@ -146,8 +146,11 @@ build() {
     [ "$kind" = static ] && link=("$libdir/liblinger.a" "${static_libs[@]}")
     local cc="$CC"
     [[ "$src" == *.cpp ]] && cc="$CXX"
+    # Libraries a test needs besides linger: its `// link: -lfoo` line.
+    local extra=()
+    read -r -a extra <<<"$(sed -n 's|^// link: ||p' "$src")"
     rm -f "$bin"
-    if ! "$cc" "${CFLAGS[@]}" -I"$root/tests/c" "$src" -o "$bin" "${link[@]}" >"$log" 2>&1; then
+    if ! "$cc" "${CFLAGS[@]}" -I"$root/tests/c" "$src" -o "$bin" "${link[@]}" "${extra[@]}" >"$log" 2>&1; then
         fail "$name" "$log" "does not compile"
         return 1
     fi
