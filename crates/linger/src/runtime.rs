@@ -469,6 +469,13 @@ impl<T> Inner<T> {
         if self.frame().home.get() != me {
             self.migrate_to_this_thread(me);
         }
+        if self.frame().libset != 0 {
+            // Objects the program loaded since the last run must call into
+            // the function's libset too (one look at a loader counter when
+            // there are none). A failure leaves them calling the program's
+            // own libraries, deferred as without isolation.
+            let _ = gotcha::refresh();
+        }
         let mut result: Option<T> = None;
         let r = self.switch_in(t, deadline, &mut result, |co| co.resume(t))?;
         Ok(Some(self.finish(t, r, result)))
