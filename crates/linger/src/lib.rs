@@ -262,12 +262,23 @@ impl Builder {
     /// like anywhere in its own code instead of waiting for the library
     /// call to return. Cancelling the function resets its libset (and frees
     /// what the libraries allocated for it); a function that completes
-    /// hands it back as it is. Objects a library made inside the function
-    /// (a `png_struct`, an sqlite handle) belong to that libset: use them
-    /// only inside the same function. If nothing was isolated yet, the
-    /// first isolated launch isolates `LINGER_ISOLATE` (default: `all`).
-    /// See "gotcha" in `docs/safety.md` for what becomes preemptible.
-    pub fn isolated(mut self, yes: bool) -> Builder {
+    /// hands it back as it is. If nothing was isolated yet, the first
+    /// isolated launch isolates `LINGER_ISOLATE` (default: `all`). See
+    /// "gotcha" in `docs/safety.md` for what becomes preemptible.
+    ///
+    /// # Safety
+    /// What the isolated libraries make inside the function belongs to its
+    /// libset, which a cancel resets and frees, and which other functions
+    /// use after this one. The caller promises that nothing the libraries
+    /// made or allocated inside the function (a `png_struct`, an sqlite
+    /// connection, a buffer from the library's allocator, or a value of a
+    /// wrapper crate holding one) is used outside the function: not handed
+    /// out through a channel, a shared structure or a borrow while the
+    /// function may still be cancelled, and not returned to be used after
+    /// it completes. Plain data the function computes and copies out (the
+    /// decoded pixels in a caller's buffer, a query's numbers) is the
+    /// caller's as usual.
+    pub unsafe fn isolated(mut self, yes: bool) -> Builder {
         self.isolated = yes;
         self
     }

@@ -8,6 +8,13 @@ use std::time::{Duration, Instant};
 
 use linger::{pause, Builder, Error, Exhausted, Linger, Selection};
 
+/// A builder for isolated launches.
+fn isolated() -> Builder {
+    // SAFETY: the functions here call no isolated library, or only
+    // zlibVersion, whose static string they return as an address to compare.
+    unsafe { Builder::new().isolated(true) }
+}
+
 #[link(name = "z")]
 extern "C" {
     fn zlibVersion() -> *const u8;
@@ -35,7 +42,7 @@ fn fill() -> (Vec<Linger<usize>>, Error) {
             pause();
             gotcha::current_libset()
         };
-        match Builder::new().isolated(true).launch(f, Duration::MAX) {
+        match isolated().launch(f, Duration::MAX) {
             Ok(l) => {
                 assert!(l.is_continuation());
                 held.push(l);
@@ -63,11 +70,11 @@ fn isolation_cases() {
             println!("libsets: {}", held.len());
             println!("error: {e}");
             // Share: runs with the program's own libraries.
-            let l = Builder::new().isolated(true).when_no_libset(Exhausted::Share).launch(gotcha::current_libset, Duration::MAX).unwrap();
+            let l = isolated().when_no_libset(Exhausted::Share).launch(gotcha::current_libset, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(0)));
             // Wait: fails after the wait when nothing is released...
             let t = Instant::now();
-            let e = Builder::new().isolated(true).when_no_libset(Exhausted::Wait(Duration::from_millis(30))).launch(|| 1, Duration::MAX).unwrap_err();
+            let e = isolated().when_no_libset(Exhausted::Wait(Duration::from_millis(30))).launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Isolation(gotcha::Error::NoLibset { .. })), "{e}");
             assert!(t.elapsed() >= Duration::from_millis(30));
             // ...and succeeds once another thread cancels a function.
@@ -76,8 +83,7 @@ fn isolation_cases() {
                 std::thread::sleep(Duration::from_millis(50));
                 drop(last);
             });
-            let l = Builder::new()
-                .isolated(true)
+            let l = isolated()
                 .when_no_libset(Exhausted::Wait(Duration::from_secs(60)))
                 .launch(gotcha::current_libset, Duration::MAX)
                 .unwrap();
@@ -106,18 +112,18 @@ fn isolation_cases() {
             assert!(matches!(e, Error::Isolation(gotcha::Error::AlreadyIsolating(_))), "{e}");
             linger::isolate(&Selection::parse("libz").unwrap()).unwrap();
             // SAFETY: zlib's API.
-            let l = Builder::new().isolated(true).launch(|| unsafe { zlibVersion() } as usize, Duration::MAX).unwrap();
+            let l = isolated().launch(|| unsafe { zlibVersion() } as usize, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(p) if p != 0));
         }
         "env" => {
             // LINGER_ISOLATE names what the first isolated launch isolates.
-            let l = Builder::new().isolated(true).launch(gotcha::current_libset, Duration::MAX).unwrap();
+            let l = isolated().launch(gotcha::current_libset, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(n) if n > 0));
             let e = linger::isolate(&Selection::parse("libpng16").unwrap()).unwrap_err();
             assert!(matches!(e, Error::Isolation(gotcha::Error::AlreadyIsolating(_))), "{e}");
         }
         "bad-env" => {
-            let e = Builder::new().isolated(true).launch(|| 1, Duration::MAX).unwrap_err();
+            let e = isolated().launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Isolation(_)), "{e}");
             println!("bad env: {e}");
         }
