@@ -356,7 +356,7 @@ impl Builder {
         if self.hold_signals && self.migratable {
             return Err(Error::Config("a function that holds signals cannot be migratable".into()));
         }
-        let lease = if self.isolated { isolation::lease(self.no_libset, &cfg)? } else { None };
+        let lease = if self.isolated { isolation::lease(self.no_libset, cfg)? } else { None };
         let opts = runtime::LaunchOptions {
             migratable: self.migratable,
             hold_signals: self.hold_signals,
