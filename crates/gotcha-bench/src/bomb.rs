@@ -352,11 +352,14 @@ pub struct RssPoint {
     pub abandoned_kib: u64,
     /// Memory mappings of the process.
     pub maps: usize,
+    /// The 1-minute load average then (the machine is shared).
+    pub load1: f64,
 }
 
 fn rss_point(iteration: usize) -> RssPoint {
     let maps = std::fs::read_to_string("/proc/self/maps").map(|m| m.lines().count()).unwrap_or(0);
-    RssPoint { iteration, rss_kib: rss_kib(), abandoned_kib: linger::stack::abandoned_stacks().1 as u64 / 1024, maps }
+    let load1 = crate::machine::loadavg().split_whitespace().next().and_then(|l| l.parse().ok()).unwrap_or(f64::NAN);
+    RssPoint { iteration, rss_kib: rss_kib(), abandoned_kib: linger::stack::abandoned_stacks().1 as u64 / 1024, maps, load1 }
 }
 
 /// How many iterations, and how much else to do.

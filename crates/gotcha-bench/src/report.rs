@@ -82,6 +82,10 @@ fn machine_table(r: &Run) -> String {
         ("date", m.date.clone()),
         ("commit", m.commit.clone()),
         ("load average (1/5/15 min) at start / end", format!("{} / {}", r.load_start, r.load_end)),
+        ("1-min load average during the bomb loop (min / median / max of its RSS readings)", {
+            let l = Summary::of(&r.decomp.rss.iter().map(|p| p.load1).collect::<Vec<_>>()).unwrap_or_default();
+            format!("{:.2} / {:.2} / {:.2}", l.min, l.p50, l.max)
+        }),
         ("environment", if m.env.is_empty() { "no GLIBC_TUNABLES, no LINGER_*".into() } else { m.env.join(" ") }),
         ("libsets the loader allowed", r.libsets.to_string()),
     ] {
@@ -234,7 +238,7 @@ fn decomp_section(r: &Run, t: &Targets) -> String {
          - **thread**: `pthread_create`, `pthread_timedjoin_np` with a 10 ms deadline, then `pthread_cancel` + `pthread_join` (deferred cancellation: libpng decoding from memory reaches no cancellation point; asynchronous cancellation is not tried, the paper found it deadlocks, and it is unsafe around `malloc`);\n\
          - **fork**: the child decodes into its copy of the buffer and `_exit`s; the parent waits with `sigtimedwait(SIGCHLD, 10 ms)` (SIGCHLD blocked in every thread), then `kill(SIGKILL)` + `waitpid`. Pixels never reach the parent (no shared memory): a best case for fork, as in the paper;\n\
          - **linger, not isolated**: `linger::launch(decode, 10 ms)`; libpng and zlib are shared library code, where linger defers a deadline until the library call returns;\n\
-         - **linger, isolated**: `Builder::new().isolated(true).launch(decode, 10 ms)` runs the decode in a libset (its own copies of libpng and zlib); a continuation is sent to a reaper thread that drops it (cancels it: the libset is reset and the copies' heap blocks freed), off the critical path as in the paper.\n\n",
+         - **linger, isolated**: `Builder::new().isolated(true).launch(decode, 10 ms)` runs the decode in a libset (its own copies of libpng and zlib; `when_no_libset(Exhausted::Wait(10 s))` in case the reaper falls behind); a continuation is sent to a reaper thread that drops it (cancels it: the libset is reset and the copies' heap blocks freed), off the critical path as in the paper.\n\n",
     );
     writeln!(
         s,
