@@ -312,6 +312,16 @@ fn decomp_section(r: &Run, t: &Targets) -> String {
             writeln!(s, "- time to regain control of the stops {what}: median {}, p99 {}, max {} ({} stops);", ns(x.p50), ns(x.p99), ns(x.max), x.n).unwrap();
         }
     }
+    let early: Vec<f64> = iso.iter().filter(|s| s.ns < deadline).map(|s| s.ns).collect();
+    if let Some(e) = Summary::of(&early) {
+        writeln!(
+            s,
+            "- {} stops came back before 10 ms had passed by the benchmark's clock (`Instant`), the earliest {} early: linger times deadlines with its own TSC-based clock, calibrated against CLOCK_MONOTONIC;",
+            e.n,
+            ns(deadline - e.min)
+        )
+        .unwrap();
+    }
     if let (Some(r), Some(h)) = (rest, handoff) {
         writeln!(
             s,
