@@ -64,7 +64,7 @@ use std::time::Duration;
 pub use config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
 pub use gotcha::{Exhausted, Selection};
-pub use isolation::isolate;
+pub use isolation::{isolate, prepare_libsets};
 pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
 

@@ -115,6 +115,17 @@ fn isolation_cases() {
             let l = isolated().launch(|| unsafe { zlibVersion() } as usize, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(p) if p != 0));
         }
+        "prepare" => {
+            linger::isolate(&Selection::parse("libz").unwrap()).unwrap();
+            assert_eq!(linger::prepare_libsets(3).unwrap(), 3);
+            assert_eq!(gotcha::stats().libsets, 3);
+            let l = isolated().launch(gotcha::current_libset, Duration::MAX).unwrap();
+            assert!(matches!(l, Linger::Completion(n) if (1..=3).contains(&n)));
+            assert_eq!(gotcha::stats().libsets, 3, "the launch made another libset");
+            // Asking for more than glibc allows stops where the loader does.
+            let n = linger::prepare_libsets(100).unwrap();
+            assert!((3..=15).contains(&n), "{n}");
+        }
         "env" => {
             // LINGER_ISOLATE names what the first isolated launch isolates.
             let l = isolated().launch(gotcha::current_libset, Duration::MAX).unwrap();
@@ -147,6 +158,11 @@ fn the_namespace_tunable_gives_more_libsets() {
     let tuned: usize = line(&out, "libsets:").parse().unwrap();
     assert!(tuned > plain, "{plain} libsets without the tunable, {tuned} with it");
     assert!(line(&out, "error:").contains("namespaces"), "{out}");
+}
+
+#[test]
+fn libsets_can_be_made_ahead_of_time() {
+    run_case("prepare", &[]);
 }
 
 #[test]
