@@ -202,7 +202,7 @@ fn misses(r: &Run, t: &Targets) -> String {
         let (first, last) = (d.rss.first().expect("sampled"), d.rss.last().expect("sampled"));
         writeln!(
             s,
-            "\nThe memory target is missed: RSS grew {:.1} MiB over {} cancels, and linger's count of abandoned stack bytes grew {:.1} MiB ({:.0}% of that) over the same loop. A cancelled isolated function was stopped at an arbitrary instruction inside the copies, where it cannot be unwound, so linger reclaims its stack without reusing it and keeps the live part above the stopped stack pointer mapped for good (its rule for every function cancelled that way, see `docs/safety.md`). What the copies allocated is freed by each reset ({:.1} blocks per cancel).",
+            "\nThe memory target is missed: RSS grew {:.1} MiB over {} cancels, and linger's count of abandoned stack bytes grew {:.1} MiB ({:.0}% of that) over the same loop. The isolated way launches with `reuse_stack_on_cancel`, so a cancelled function's stack is recycled rather than kept (linger keeps the live part of a stack reclaimed without that promise, see `docs/safety.md`): growth that abandoned stacks do not explain is the allocator's or the loader's. What the copies allocated is freed by each reset ({:.1} blocks per cancel).",
             t.growth_kib as f64 / 1024.0,
             t.cancels,
             (last.abandoned_kib as f64 - first.abandoned_kib as f64) / 1024.0,
@@ -325,7 +325,7 @@ fn decomp_section(r: &Run, t: &Targets) -> String {
     if let (Some(r), Some(h)) = (rest, handoff) {
         writeln!(
             s,
-            "- beyond the deadline, besides linger's overrun: a median {} (p99 {}) for the launch before the deadline starts counting (leasing a libset; mapping a fresh stack, since a cancelled function's stack is never reused) and the switch back;\n- after `launch` returned, the hand-over to the reaper (an mpsc send, which wakes the reaper thread) took a median {} (p99 {}); counted in, control came back at p99 {} ({} past the deadline);",
+            "- beyond the deadline, besides linger's overrun: a median {} (p99 {}) for the launch before the deadline starts counting (leasing a libset and taking a stack: the reaper gives the stacks it cancels back to the process's shared pool) and the switch back;\n- after `launch` returned, the hand-over to the reaper (an mpsc send, which wakes the reaper thread) took a median {} (p99 {}); counted in, control came back at p99 {} ({} past the deadline);",
             ns(r.p50),
             ns(r.p99),
             ns(h.p50),
