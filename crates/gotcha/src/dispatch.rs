@@ -35,6 +35,10 @@ const STUB: usize = 32;
 const STUBS_BYTES: usize = MAX_SYMBOLS * STUB;
 pub(crate) const STRIDE: usize = MAX_SYMBOLS * 8;
 const PAGE: usize = 4096;
+/// Stream thunks (see [`stream_thunks`]): up to 256 per libset.
+const THUNK: usize = 80;
+const THUNKS_BYTES: usize = MAX_LIBSETS * 256 * THUNK;
+const THUNKS_AT: usize = STUBS_BYTES + MAX_LIBSETS * STRIDE;
 
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
@@ -112,6 +116,8 @@ struct Region {
     base: usize,
     /// Stub ids handed out (rounded up to whole pages per batch).
     next: usize,
+    /// Bytes of the thunk area handed out (whole pages per batch).
+    thunks: usize,
 }
 
 static REGION: Mutex<Option<Region>> = Mutex::new(None);
@@ -119,7 +125,7 @@ static BASE: AtomicUsize = AtomicUsize::new(0);
 
 fn region(g: &mut Option<Region>) -> Result<&mut Region, Error> {
     if g.is_none() {
-        let size = STUBS_BYTES + MAX_LIBSETS * STRIDE;
+        let size = THUNKS_AT + THUNKS_BYTES;
         // SAFETY: a fresh anonymous reservation; nothing else uses it.
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), size, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
@@ -133,7 +139,7 @@ fn region(g: &mut Option<Region>) -> Result<&mut Region, Error> {
             return Err(Error::Os("mprotect of the dispatch tables", std::io::Error::last_os_error()));
         }
         BASE.store(base, Ordering::Release);
-        *g = Some(Region { base, next: 0 });
+        *g = Some(Region { base, next: 0, thunks: 0 });
     }
     Ok(g.as_mut().expect("set above"))
 }
@@ -158,13 +164,110 @@ pub(crate) fn stub_address(id: usize) -> usize {
     BASE.load(Ordering::Acquire) + id * STUB
 }
 
-/// The code range of the stubs written so far (empty before any).
+/// The code range of the stubs and thunks written so far (empty before
+/// any; the tables between them hold no code).
 pub(crate) fn stub_range() -> (usize, usize) {
     let g = REGION.lock().unwrap_or_else(|e| e.into_inner());
     match &*g {
+        Some(r) if r.thunks > 0 => (r.base, r.base + THUNKS_AT + r.thunks),
         Some(r) => (r.base, r.base + r.next * STUB),
         None => (0, 0),
     }
+}
+
+/// A call that goes to a libset's copy of libc only if its stream is that
+/// copy's own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamCall {
+    /// The stream's argument, 1..=5 (rdi, rsi, rdx, rcx, r8).
+    pub arg: u8,
+    /// The copy of libc's image: a stream whose jump table lies inside is
+    /// the copy's (glibc keeps it right after the 216-byte `FILE`).
+    pub copy_image: (usize, usize),
+    pub copy: usize,
+    /// The program's definition, for every other stream.
+    pub program: usize,
+}
+
+/// Writes one thunk per call into fresh pages; returns their addresses.
+///
+/// ```text
+/// test ARG, ARG ; jz copy            (fflush(NULL): the copy's streams)
+/// mov r11, [ARG + 0xd8]              (the stream's jump table)
+/// mov r10, LO ; cmp r11, r10 ; jb program
+/// mov r10, HI ; cmp r11, r10 ; jae program
+/// copy:    mov r11, COPY ; jmp r11
+/// program: mov r11, PROGRAM ; jmp r11
+/// ```
+/// Only r10 and r11 change, as in the stubs: every argument register,
+/// `al` (vector registers of a variadic call) and the stack are intact.
+pub(crate) fn stream_thunks(calls: &[StreamCall]) -> Result<Vec<usize>, Error> {
+    if calls.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut g = REGION.lock().unwrap_or_else(|e| e.into_inner());
+    let r = region(&mut g)?;
+    let len = (calls.len() * THUNK).div_ceil(PAGE) * PAGE;
+    if r.thunks + len > THUNKS_BYTES {
+        return Err(Error::Exhausted("stream thunks (256 per libset)".into()));
+    }
+    let start = r.base + THUNKS_AT + r.thunks;
+    // SAFETY: fresh pages of our reservation that no thunk uses yet.
+    if unsafe { libc::mprotect(start as *mut _, len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        return Err(Error::Os("mprotect of new thunks", std::io::Error::last_os_error()));
+    }
+    let mut out = Vec::with_capacity(calls.len());
+    for (i, c) in calls.iter().enumerate() {
+        let code = stream_thunk(c)?;
+        let at = start + i * THUNK;
+        // SAFETY: `at` lies in the pages made writable above.
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), at as *mut u8, THUNK) };
+        out.push(at);
+    }
+    // SAFETY: as above; from now on the pages are only executed.
+    if unsafe { libc::mprotect(start as *mut _, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
+        return Err(Error::Os("mprotect of new thunks", std::io::Error::last_os_error()));
+    }
+    r.thunks += len;
+    Ok(out)
+}
+
+fn stream_thunk(c: &StreamCall) -> Result<[u8; THUNK], Error> {
+    // (test ARG, ARG) and (mov r11, [ARG + disp32]) for each argument.
+    let (test, load): ([u8; 3], [u8; 3]) = match c.arg {
+        1 => ([0x48, 0x85, 0xff], [0x4c, 0x8b, 0x9f]),
+        2 => ([0x48, 0x85, 0xf6], [0x4c, 0x8b, 0x9e]),
+        3 => ([0x48, 0x85, 0xd2], [0x4c, 0x8b, 0x9a]),
+        4 => ([0x48, 0x85, 0xc9], [0x4c, 0x8b, 0x99]),
+        5 => ([0x4d, 0x85, 0xc0], [0x4d, 0x8b, 0x98]),
+        a => return Err(Error::Unsupported(format!("stream argument {a} is not in a register"))),
+    };
+    let mut k = [0xccu8; THUNK];
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+        k[n..n + b.len()].copy_from_slice(b);
+        n += b.len();
+    };
+    put(&test);
+    put(&[0x74, 37]); // jz copy (at 42)
+    put(&load);
+    put(&0xd8u32.to_le_bytes());
+    put(&[0x49, 0xba]); // mov r10, imm64
+    put(&(c.copy_image.0 as u64).to_le_bytes());
+    put(&[0x4d, 0x39, 0xd3]); // cmp r11, r10
+    put(&[0x72, 28]); // jb program (at 55)
+    put(&[0x49, 0xba]);
+    put(&(c.copy_image.1 as u64).to_le_bytes());
+    put(&[0x4d, 0x39, 0xd3]);
+    put(&[0x73, 13]); // jae program
+    put(&[0x49, 0xbb]); // copy: mov r11, imm64
+    put(&(c.copy as u64).to_le_bytes());
+    put(&[0x41, 0xff, 0xe3]); // jmp r11
+    put(&[0x49, 0xbb]); // program: mov r11, imm64
+    put(&(c.program as u64).to_le_bytes());
+    put(&[0x41, 0xff, 0xe3]);
+    debug_assert_eq!(n, 68);
+    Ok(k)
 }
 
 /// Writes stubs for `targets` (their program's own definitions, which
@@ -225,6 +328,43 @@ mod tests {
     }
     extern "C" fn other(a: u64, b: u64) -> u64 {
         a * 100 + b
+    }
+
+    #[repr(C)]
+    struct FakeStream {
+        head: [u8; 0xd8],
+        table: usize,
+    }
+
+    extern "C" fn copy_fn(a: u64, f: *const FakeStream, c: u64, d: u64, e: u64) -> u64 {
+        1000 + a + c + d + e + (f as u64 & 1)
+    }
+    extern "C" fn program_fn(a: u64, f: *const FakeStream, c: u64, d: u64, e: u64) -> u64 {
+        2000 + a + c + d + e + (f as u64 & 1)
+    }
+
+    #[test]
+    fn a_stream_thunk_picks_the_copy_only_for_the_copys_streams() {
+        let image = [0u8; 64];
+        let lo = image.as_ptr() as usize;
+        let ts = stream_thunks(&[StreamCall {
+            arg: 2,
+            copy_image: (lo, lo + 64),
+            copy: copy_fn as *const () as usize,
+            program: program_fn as *const () as usize,
+        }])
+        .unwrap();
+        // SAFETY: the thunk forwards to functions of this exact type.
+        let f: extern "C" fn(u64, *const FakeStream, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(ts[0]) };
+        let mine = FakeStream { head: [0; 0xd8], table: lo + 8 };
+        let theirs = FakeStream { head: [0; 0xd8], table: lo + 64 };
+        let below = FakeStream { head: [0; 0xd8], table: lo - 1 };
+        assert_eq!(f(1, &mine, 2, 3, 4), 1010);
+        assert_eq!(f(1, &theirs, 2, 3, 4), 2010);
+        assert_eq!(f(1, &below, 2, 3, 4), 2010);
+        assert_eq!(f(1, std::ptr::null(), 2, 3, 4), 1010);
+        let (a, b) = stub_range();
+        assert!(a <= ts[0] && ts[0] < b);
     }
 
     #[test]

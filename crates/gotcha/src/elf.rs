@@ -63,6 +63,27 @@ pub(crate) struct Info {
     /// Symbols the executable took by `R_X86_64_COPY`: their storage moved
     /// into the executable, so no libset can have its own.
     pub copied: Vec<String>,
+    /// Symbols the object defines (functions, variables, TLS).
+    pub exports: Vec<Export>,
+    /// `R_X86_64_TPOFF64` slots: (offset, addend, symbol name if any): the
+    /// thread-pointer offsets of initial-exec TLS (libc's `errno`).
+    pub tpoff: Vec<(u64, i64, Option<String>)>,
+}
+
+/// A symbol the object defines.
+#[derive(Clone, Debug)]
+pub(crate) struct Export {
+    pub name: String,
+    /// Relative to the bias; for TLS, the offset in the object's TLS block.
+    pub value: u64,
+    pub kind: ExportKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ExportKind {
+    Function,
+    Variable,
+    Tls,
 }
 
 impl Info {
@@ -96,6 +117,19 @@ impl Info {
         if dynsym.is_empty() {
             return Ok(info);
         }
+        for s in dynsym.iter() {
+            if s.is_undefined(endian) {
+                continue;
+            }
+            let kind = match s.st_type() {
+                elf::STT_FUNC | elf::STT_GNU_IFUNC => ExportKind::Function,
+                elf::STT_OBJECT => ExportKind::Variable,
+                elf::STT_TLS => ExportKind::Tls,
+                _ => continue,
+            };
+            let name = String::from_utf8_lossy(dynsym.symbol_name(endian, s)?).into_owned();
+            info.exports.push(Export { name, value: s.st_value(endian), kind });
+        }
         let versions = sections.versions(endian, data)?;
         let mut index_of: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
         for section in sections.iter() {
@@ -108,6 +142,20 @@ impl Info {
                     elf::R_X86_64_GLOB_DAT => Kind::GlobDat,
                     elf::R_X86_64_JUMP_SLOT => Kind::JumpSlot,
                     elf::R_X86_64_64 => Kind::Abs64,
+                    elf::R_X86_64_TPOFF64 => {
+                        let i = r.r_sym(endian, false) as usize;
+                        let name = if i == 0 {
+                            None
+                        } else {
+                            dynsym
+                                .symbol(object::SymbolIndex(i))
+                                .and_then(|s| dynsym.symbol_name(endian, s))
+                                .ok()
+                                .map(|n| String::from_utf8_lossy(n).into_owned())
+                        };
+                        info.tpoff.push((r.r_offset(endian), r.r_addend(endian), name));
+                        continue;
+                    }
                     elf::R_X86_64_COPY => {
                         let i = object::SymbolIndex(r.r_sym(endian, false) as usize);
                         if let Ok(s) = dynsym.symbol(i) {

@@ -28,12 +28,24 @@ mod dispatch;
 mod elf;
 mod error;
 mod heap;
+mod libc_policy;
 mod libset;
 mod objects;
 mod relink;
 
-pub use dispatch::{current as current_libset, set_current as set_current_libset};
+pub use dispatch::current as current_libset;
 pub use error::Error;
+
+/// Makes `libset` this thread's current one; returns the previous one.
+/// Calls into isolated libraries go to that libset's copies from now on.
+/// The first time a thread enters a libset whose copies include libc, its
+/// copy's per-thread state is set up (glibc does so only for threads that
+/// existed when the copy was loaded and for those its own copy starts).
+#[inline]
+pub fn set_current_libset(libset: usize) -> usize {
+    libset::thread_ready(libset);
+    dispatch::set_current(libset)
+}
 pub use libset::{Exhausted, Lease, ResetReport};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -85,6 +97,10 @@ pub struct Report {
     /// without `-fpic`) from libraries `all` would have copied: those
     /// libraries stay shared (listed in `excluded`).
     pub copy_relocated: Vec<String>,
+    /// With libc isolated: libc's variables the program uses directly
+    /// (`stdout` in a C program, ...). They stay the program's: the
+    /// program's code reads and writes its own, the libset's libc its own.
+    pub libc_variables: Vec<String>,
 }
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);

@@ -6,13 +6,14 @@
 //! fit by default, 15 with `GLIBC_TUNABLES=glibc.rtld.nns=16` set before the
 //! process starts. Libsets are made on demand, up to what the loader allows.
 
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::objects::{self, Loaded};
 use crate::relink::{self, Plan, PLAN};
-use crate::{dispatch, heap, Error, Stats};
+use crate::{dispatch, heap, libc_policy, Error, Stats};
 
 /// What to do when every libset is leased and no more can be made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +42,14 @@ struct Libset {
     /// `dlmopen` handles of the isolated libraries, in the plan's order
     /// (kept open: the libset lives as long as the process).
     handles: Vec<usize>,
+    /// The image of its copy of libc, when libc is isolated.
+    libc_image: Option<(usize, usize)>,
 }
+
+/// Per libset: its copy of libc's `fflush`, called when a lease ends
+/// normally so that what the function printed is written (0: no copy).
+static FLUSH: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
 
 struct Pool {
     /// Libset i + 1 is `sets[i]`.
@@ -216,8 +224,51 @@ impl Lease {
     }
 }
 
+/// Per libset: its copy of libc's `__ctype_init` (0: no copy of libc).
+static CTYPE_INIT: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
+
+thread_local! {
+    /// Libsets whose copy of libc this thread has set up (bit i: libset i).
+    static READY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets up the calling thread's state in `libset`'s copy of libc, once per
+/// thread: the per-thread pointers to the character-class tables that
+/// `isalpha`, `printf` and `strtod` read. glibc sets them when a thread
+/// starts, in the copy of libc that starts it (the program's), and in the
+/// thread that loads a copy: every other thread would find them null.
+#[inline]
+pub(crate) fn thread_ready(libset: usize) {
+    if libset == 0 || libset >= dispatch::MAX_LIBSETS {
+        return;
+    }
+    let bit = 1u32 << libset;
+    let Ok(ready) = READY.try_with(|r| r.get()) else { return };
+    if ready & bit != 0 {
+        return;
+    }
+    let init = CTYPE_INIT[libset].load(std::sync::atomic::Ordering::Acquire);
+    if init != 0 {
+        // SAFETY: the copy's `__ctype_init(void)`: it stores three of this
+        // thread's TLS words in the copy's static TLS block.
+        let f: extern "C" fn() = unsafe { std::mem::transmute(init) };
+        f();
+    }
+    let _ = READY.try_with(|r| r.set(ready | bit));
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
+        let flush = FLUSH[self.index].load(std::sync::atomic::Ordering::Acquire);
+        if flush != 0 {
+            thread_ready(self.index);
+            // SAFETY: the copy's `fflush`, called with NULL (every stream of
+            // that copy) while no code of the libset runs: the function
+            // completed.
+            let f: extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(flush) };
+            f(std::ptr::null_mut());
+        }
         heap::hand_over(self.index);
         let mut p = pool();
         p.leased -= 1;
@@ -286,6 +337,30 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     };
     // SAFETY: as above.
     let chain = unsafe { objects::chain(map) };
+    let libc = match plan.libc {
+        Some(li) => match chain.iter().find(|c| c.name == plan.isolated[li].obj.name) {
+            Some(c) => Some((li, c.clone(), plan.isolated[li].info.clone())),
+            None => {
+                close(&handles);
+                return Err(Error::Loader("libc missing from its namespace".into()));
+            }
+        },
+        None => None,
+    };
+    let libc_image = libc.as_ref().map(|(_, c, info)| {
+        let (a, b) = info.extent();
+        (c.bias + a as usize, c.bias + b as usize)
+    });
+    // Stream functions the program or the copies call: one thunk each.
+    let mut streams = HashMap::new();
+    if let (Some((li, _, _)), Some(image)) = (&libc, libc_image) {
+        let mut names: BTreeSet<&str> =
+            plan.routed.iter().filter(|r| libc_policy::file_arg(&r.name).is_some()).map(|r| r.name.as_str()).collect();
+        for l in &plan.isolated {
+            names.extend(l.info.relocs.iter().map(|r| l.info.syms[r.sym].name.as_str()).filter(|n| libc_policy::file_arg(n).is_some()));
+        }
+        streams = stream_thunks(handles[*li], image, names.into_iter())?;
+    }
     let mut copies = Vec::new();
     let mut objects = Vec::new();
     let mut bytes = 0;
@@ -294,7 +369,17 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
             close(&handles);
             return Err(Error::Loader(format!("{} missing from its namespace", l.obj.name)));
         };
-        relink::relink_copy(c, &l.info, plan)?;
+        if relink::is_libc(c) {
+            relink::relink_libc_copy(c, &l.info, &l.obj)?;
+        } else {
+            relink::relink_copy(c, &l.info, plan, &streams)?;
+        }
+    }
+    if let Some((li, _, _)) = &libc {
+        prepare_stdio(index, handles[*li]);
+    }
+    for l in &plan.isolated {
+        let c = chain.iter().find(|c| c.name == l.obj.name).expect("found above");
         copies.push(snapshot(c, &l.info));
         if let Some(o) = copy_object(c, &l.info) {
             objects.push(o);
@@ -305,7 +390,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     }
     for r in &plan.routed {
         let h = handles[r.lib];
-        let t = find(h, &r.name, r.version.as_deref());
+        let t = streams.get(&r.name).copied().unwrap_or_else(|| find(h, &r.name, r.version.as_deref()));
         if t != 0 {
             dispatch::set_target(index, r.id, t);
         }
@@ -313,7 +398,113 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     CODE.lock().unwrap_or_else(|e| e.into_inner()).extend(copies.iter().flat_map(|c| c.exec.iter().copied()));
     OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).extend(objects);
     // The handles stay open for the life of the process: the libset is reused.
-    Ok(Libset { copies: copies.into(), bytes, handles: handles.iter().map(|&h| h as usize).collect() })
+    Ok(Libset { copies: copies.into(), bytes, handles: handles.iter().map(|&h| h as usize).collect(), libc_image })
+}
+
+/// Thunks for the stream functions `names` of the copy of libc `h` (image
+/// `image`): a stream of the copy's goes to the copy, any other to the
+/// program's libc.
+fn stream_thunks<'a>(h: *mut c_void, image: (usize, usize), names: impl Iterator<Item = &'a str>) -> Result<HashMap<String, usize>, Error> {
+    let mut calls = Vec::new();
+    let mut named = Vec::new();
+    for n in names {
+        let (Some(arg), copy, program) = (libc_policy::file_arg(n), find(h, n, None), relink::lookup(n, None)) else { continue };
+        if copy == 0 || program == 0 {
+            continue;
+        }
+        calls.push(dispatch::StreamCall { arg, copy_image: image, copy, program });
+        named.push(n.to_owned());
+    }
+    let thunks = dispatch::stream_thunks(&calls)?;
+    Ok(named.into_iter().zip(thunks).collect())
+}
+
+/// What a copy of libc needs to write its `stdout` out at exit.
+struct ExitFlush {
+    /// The copy's `stdout` variable.
+    out: usize,
+    trylock: usize,
+    unlock: usize,
+}
+
+static EXIT_FLUSH: Mutex<Vec<(usize, ExitFlush)>> = Mutex::new(Vec::new());
+
+/// At exit (the program's libc runs it): a function that calls `exit` in
+/// a libset, or a program run whole in one (`linger-run --isolate libc`),
+/// has printed into its copy's `stdout`, which the program's libc does
+/// not know. The exiting thread's libset is written out, unless another
+/// thread holds the stream. Libsets of functions that are stopped are not:
+/// their output is cut short, as a killed thread's would be.
+extern "C" fn flush_at_exit() {
+    let k = dispatch::current();
+    let flush = FLUSH.get(k).map_or(0, |f| f.load(std::sync::atomic::Ordering::Acquire));
+    if k == 0 || flush == 0 {
+        return;
+    }
+    let Ok(g) = EXIT_FLUSH.try_lock() else { return };
+    let Some((_, e)) = g.iter().find(|(i, _)| *i == k) else { return };
+    // SAFETY: the copy's own functions on its own `stdout` (the variable
+    // holds its FILE pointer); the lock is taken only if free or already
+    // this thread's, and released again.
+    unsafe {
+        let f = *(e.out as *const *mut c_void);
+        let trylock: extern "C" fn(*mut c_void) -> libc::c_int = std::mem::transmute(e.trylock);
+        let unlock: extern "C" fn(*mut c_void) = std::mem::transmute(e.unlock);
+        let fflush: extern "C" fn(*mut c_void) -> libc::c_int = std::mem::transmute(flush);
+        if trylock(f) == 0 {
+            fflush(f);
+            unlock(f);
+        }
+    }
+}
+
+/// Readies a new libset's copy of libc before its snapshot: its standard
+/// streams get buffers of their own (not from the heap, which a reset
+/// would not give back), `stdin` unbuffered so that it reads no more of
+/// the program's input than it uses, and the program's locale.
+fn prepare_stdio(index: usize, h: *mut c_void) {
+    const BUF: usize = 8192;
+    let setvbuf = find(h, "setvbuf", None);
+    let setlocale = find(h, "setlocale", None);
+    let (out, inp) = (find(h, "stdout", None), find(h, "stdin", None));
+    if setvbuf != 0 && out != 0 && inp != 0 {
+        // SAFETY: the copy's own `setvbuf` on its own streams (the variables
+        // `stdout`/`stdin` hold FILE pointers), with a buffer that lives as
+        // long as the process; nothing else uses the new libset yet.
+        unsafe {
+            let f: extern "C" fn(*mut c_void, *mut libc::c_char, libc::c_int, libc::size_t) -> libc::c_int = std::mem::transmute(setvbuf);
+            let buf: &'static mut [u8] = Box::leak(vec![0u8; BUF].into_boxed_slice());
+            let mode = if libc::isatty(1) == 1 { libc::_IOLBF } else { libc::_IOFBF };
+            f(*(out as *const *mut c_void), buf.as_mut_ptr() as *mut libc::c_char, mode, BUF);
+            f(*(inp as *const *mut c_void), std::ptr::null_mut(), libc::_IONBF, 0);
+        }
+    }
+    if setlocale != 0 {
+        // SAFETY: querying the program's locale (a NULL locale changes
+        // nothing) and setting the copy's to the same name; the returned
+        // string is copied before any other call.
+        unsafe {
+            let now = libc::setlocale(libc::LC_ALL, std::ptr::null());
+            if !now.is_null() {
+                let name = CStr::from_ptr(now).to_owned();
+                if name.as_bytes() != b"C" {
+                    let f: extern "C" fn(libc::c_int, *const libc::c_char) -> *mut libc::c_char = std::mem::transmute(setlocale);
+                    f(libc::LC_ALL, name.as_ptr());
+                }
+            }
+        }
+    }
+    FLUSH[index].store(find(h, "fflush", None), std::sync::atomic::Ordering::Release);
+    CTYPE_INIT[index].store(find(h, "__ctype_init", None), std::sync::atomic::Ordering::Release);
+    let exit = ExitFlush { out, trylock: find(h, "ftrylockfile", None), unlock: find(h, "funlockfile", None) };
+    if exit.out != 0 && exit.trylock != 0 && exit.unlock != 0 {
+        EXIT_FLUSH.lock().unwrap_or_else(|e| e.into_inner()).push((index, exit));
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        // SAFETY: registers a plain function with the program's libc.
+        AT_EXIT.call_once(|| unsafe {
+            libc::atexit(flush_at_exit);
+        });
+    }
 }
 
 fn find(h: *mut c_void, name: &str, version: Option<&str>) -> usize {
@@ -372,11 +563,18 @@ pub(crate) fn copy_objects() -> Vec<crate::CopyObject> {
 
 /// Points every existing libset's table slots for `routed` (functions
 /// that just got stubs) at its own copies.
-pub(crate) fn resolve(routed: &[crate::relink::Routed]) {
+pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>) {
     let p = pool();
     for (i, set) in p.sets.iter().enumerate() {
+        let streams = match (libc, set.libc_image) {
+            (Some(li), Some(image)) => {
+                let names = routed.iter().filter(|r| libc_policy::file_arg(&r.name).is_some()).map(|r| r.name.as_str());
+                stream_thunks(set.handles[li] as *mut c_void, image, names).unwrap_or_default()
+            }
+            _ => HashMap::new(),
+        };
         for r in routed {
-            let t = find(set.handles[r.lib] as *mut c_void, &r.name, r.version.as_deref());
+            let t = streams.get(&r.name).copied().unwrap_or_else(|| find(set.handles[r.lib] as *mut c_void, &r.name, r.version.as_deref()));
             if t != 0 {
                 dispatch::set_target(i + 1, r.id, t);
             }

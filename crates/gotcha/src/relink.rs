@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::elf::{Info, Kind};
 use crate::objects::{self, Loaded};
-use crate::{dispatch, heap, Error, Report, Selection};
+use crate::{dispatch, heap, libc_policy, Error, Report, Selection};
 
 /// An isolated library, as loaded in the program's own namespace.
 #[derive(Clone, Debug)]
@@ -52,6 +52,13 @@ pub(crate) struct Plan {
     seen: HashSet<usize>,
     /// `dlpi_adds` when the program's objects were last scanned.
     adds: u64,
+    /// Index of libc in `isolated`, when the selection named it.
+    pub libc: Option<usize>,
+}
+
+/// Is `o` the C library?
+pub(crate) fn is_libc(o: &Loaded) -> bool {
+    o.base_name().starts_with("libc.so")
 }
 
 pub(crate) static PLAN: Mutex<Option<Arc<Plan>>> = Mutex::new(None);
@@ -114,7 +121,13 @@ type Slot = (usize, usize, i64);
 
 /// The slots of `o` (a program object, not isolated) bound to functions
 /// of isolated libraries, adding the functions to `plan.routed`.
-fn scan(o: &Loaded, info: &Info, plan: &mut Plan, variables: &mut Vec<(usize, String)>) -> Vec<Slot> {
+fn scan(
+    o: &Loaded,
+    info: &Info,
+    plan: &mut Plan,
+    variables: &mut Vec<(usize, String)>,
+    libc_variables: &mut Vec<String>,
+) -> Vec<Slot> {
     let extent = abs(o, info.extent());
     let mut mine = Vec::new();
     for r in &info.relocs {
@@ -133,7 +146,18 @@ fn scan(o: &Loaded, info: &Info, plan: &mut Plan, variables: &mut Vec<(usize, St
         };
         let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
         let Some(lib) = plan.isolated.iter().position(|l| within(&l.extent, target)) else { continue };
-        if !plan.isolated[lib].exec.iter().any(|e| within(e, target)) {
+        let function = plan.isolated[lib].exec.iter().any(|e| within(e, target));
+        if plan.libc == Some(lib) {
+            // What libc keeps process-wide stays the program's; its
+            // variables do too (the program reads its own).
+            if !function {
+                libc_variables.push(s.name.clone());
+            }
+            if !function || libc_policy::shared(&s.name) {
+                continue;
+            }
+        }
+        if !function {
             variables.push((lib, s.name.clone()));
             continue;
         }
@@ -179,7 +203,7 @@ fn publish(plan: &mut Plan, from: usize, writes: &[(Loaded, Arc<Info>, Vec<Slot>
         r.id = id;
     }
     // Existing libsets learn where the new functions are in their copies.
-    crate::libset::resolve(&plan.routed[from..]);
+    crate::libset::resolve(&plan.routed[from..], plan.libc);
     let mut slots = 0;
     for (o, info, mine) in writes {
         let w: Vec<(usize, usize)> =
@@ -212,7 +236,8 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
             w.1 = true;
             true
         });
-        let why = objects::uncopyable(o, i, ours);
+        // libc is copied only when named: see `libc_policy`.
+        let why = if named && is_libc(o) { None } else { objects::uncopyable(o, i, ours) };
         let exec = info.segments.iter().filter(|s| s.executable).map(|s| abs(o, (s.vaddr, s.vaddr + s.memsz))).collect();
         match (named, why, sel) {
             (true, Some(reason), _) => {
@@ -232,10 +257,14 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     // naming one is refused.
     let mut excluded = Vec::new();
     let mut copy_relocated = Vec::new();
+    let mut libc_variables = Vec::new();
     let (mut plan, writes) = loop {
-        let mut plan = Plan { isolated: isolated.clone(), routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds };
+        let libc = isolated.iter().position(|l| is_libc(&l.obj));
+        let mut plan =
+            Plan { isolated: isolated.clone(), routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds, libc };
         plan.seen.extend(base.iter().map(|o| o.bias));
         let mut variables: Vec<(usize, String)> = Vec::new();
+        libc_variables.clear();
         let mut writes = Vec::new();
         for (oi, (o, info)) in others.iter().enumerate() {
             let b = o.base_name();
@@ -243,12 +272,16 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
             if plan.isolated.is_empty() || b.starts_with("libc.so") || b.starts_with("ld-linux") {
                 continue;
             }
-            let mine = scan(o, info, &mut plan, &mut variables);
+            let mine = scan(o, info, &mut plan, &mut variables, &mut libc_variables);
             if oi == 0 {
                 // The executable (always first, never isolated): variables
                 // moved into it by COPY relocations.
                 for c in &info.copied {
                     if let Some(li) = plan.isolated.iter().position(|l| defines(l, c)) {
+                        if plan.libc == Some(li) {
+                            libc_variables.push(c.clone());
+                            continue;
+                        }
                         variables.push((li, c.clone()));
                         copy_relocated.push(c.clone());
                     }
@@ -280,12 +313,15 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     let slots = publish(&mut plan, 0, &writes)?;
     copy_relocated.sort();
     copy_relocated.dedup();
+    libc_variables.sort();
+    libc_variables.dedup();
     let report = Report {
         libraries: plan.isolated.iter().map(|l| l.obj.name.clone()).collect(),
         functions: plan.routed.len(),
         slots,
         excluded,
         copy_relocated,
+        libc_variables,
     };
     *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(plan));
     Ok(report)
@@ -314,7 +350,7 @@ pub(crate) fn refresh() -> Result<usize, Error> {
         let info = info(path)?;
         // (A library loaded later that uses an isolated library's
         // variables reads the program's copy of them: documented.)
-        let mine = scan(&o, &info, &mut plan, &mut variables);
+        let mine = scan(&o, &info, &mut plan, &mut variables, &mut Vec::new());
         if !mine.is_empty() {
             writes.push((o, info, mine));
         }
@@ -326,8 +362,12 @@ pub(crate) fn refresh() -> Result<usize, Error> {
 
 /// Relinks one copy (an isolated library loaded into a libset's namespace)
 /// so that everything it calls outside the isolated libraries is the
-/// program's own definition. Returns the slots rewritten.
-pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan) -> Result<usize, Error> {
+/// program's own definition. With libc isolated, its calls into libc stay
+/// in the libset's copy except what [`libc_policy`] keeps the program's;
+/// stream functions go through the libset's thunks (`streams`). Returns
+/// the slots rewritten.
+pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan, streams: &HashMap<String, usize>) -> Result<usize, Error> {
+    let libc = plan.libc.map(|i| plan.isolated[i].extent);
     let mut w = Vec::new();
     for r in &info.relocs {
         let s = &info.syms[r.sym];
@@ -335,12 +375,73 @@ pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan) -> Result<usi
             continue;
         }
         let target = lookup(&s.name, s.version.as_deref());
-        if target == 0 || plan.isolated.iter().any(|l| within(&l.extent, target)) {
-            continue; // unresolved weak, or another isolated library: stays in the libset
+        if target == 0 {
+            continue; // an unresolved weak reference
         }
-        let value = heap::wrapper(&s.name).unwrap_or(target);
+        let value = if libc.is_some_and(|e| within(&e, target)) {
+            if let Some(&t) = streams.get(&s.name) {
+                t
+            } else if libc_policy::shared(&s.name) || libc_policy::shared_variable(&s.name) {
+                heap::wrapper(&s.name).unwrap_or(target)
+            } else {
+                continue; // the libset's copy of libc
+            }
+        } else if plan.isolated.iter().any(|l| within(&l.extent, target)) {
+            continue; // another isolated library: stays in the libset
+        } else {
+            heap::wrapper(&s.name).unwrap_or(target)
+        };
         let value = if r.kind == Kind::Abs64 { value.wrapping_add(r.addend as usize) } else { value };
         w.push((copy.bias + r.offset as usize, value));
+    }
+    write_slots(copy, info, &w)
+}
+
+/// Relinks a libset's copy of libc itself: its own calls to the malloc
+/// family (made through its GOT, so that a program may replace malloc) go
+/// to the heap's wrappers; its references to the variables that stay the
+/// program's (`environ`, ...) point at the program's; and its `errno` is
+/// the program's (the thread-pointer offset of its initial-exec `errno`
+/// is the program's libc's), so a call into either libc sets the errno
+/// the program reads.
+pub(crate) fn relink_libc_copy(copy: &Loaded, info: &Info, program_libc: &Loaded) -> Result<usize, Error> {
+    let mut w = Vec::new();
+    for r in &info.relocs {
+        let s = &info.syms[r.sym];
+        let value = if let Some(h) = heap::wrapper(&s.name) {
+            h
+        } else if !s.undefined && libc_policy::shared_variable(&s.name) {
+            let v = lookup(&s.name, s.version.as_deref());
+            if v == 0 {
+                continue;
+            }
+            v
+        } else {
+            continue;
+        };
+        let value = if r.kind == Kind::Abs64 { value.wrapping_add(r.addend as usize) } else { value };
+        w.push((copy.bias + r.offset as usize, value));
+    }
+    let errno = info.exports.iter().find(|e| e.name == "errno" && e.kind == crate::elf::ExportKind::Tls).map(|e| e.value);
+    let Some(errno) = errno else {
+        return Err(Error::Unsupported("this libc has no initial-exec errno to share".into()));
+    };
+    let mut aliased = 0;
+    for (off, addend, name) in &info.tpoff {
+        let is_errno = match name {
+            Some(n) => n == "errno" || n == "__libc_errno",
+            None => *addend as u64 == errno,
+        };
+        if is_errno {
+            // SAFETY: the same GOT slot in the program's libc, mapped and
+            // filled by the loader (a thread-pointer offset).
+            let program = unsafe { *((program_libc.bias + *off as usize) as *const usize) };
+            w.push((copy.bias + *off as usize, program));
+            aliased += 1;
+        }
+    }
+    if aliased == 0 {
+        return Err(Error::Unsupported("this libc's errno is not reached through a TPOFF slot".into()));
     }
     write_slots(copy, info, &w)
 }
