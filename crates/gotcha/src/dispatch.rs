@@ -187,12 +187,14 @@ pub(crate) struct StreamCall {
     pub copy: usize,
     /// The program's definition, for every other stream.
     pub program: usize,
+    /// Where a null stream (`fflush(NULL)`: every stream) goes.
+    pub null_to_copy: bool,
 }
 
 /// Writes one thunk per call into fresh pages; returns their addresses.
 ///
 /// ```text
-/// test ARG, ARG ; jz copy            (fflush(NULL): the copy's streams)
+/// test ARG, ARG ; jz copy or program (fflush(NULL): whose streams)
 /// mov r11, [ARG + 0xd8]              (the stream's jump table)
 /// mov r10, LO ; cmp r11, r10 ; jb program
 /// mov r10, HI ; cmp r11, r10 ; jae program
@@ -249,7 +251,7 @@ fn stream_thunk(c: &StreamCall) -> Result<[u8; THUNK], Error> {
         n += b.len();
     };
     put(&test);
-    put(&[0x74, 37]); // jz copy (at 42)
+    put(&[0x74, if c.null_to_copy { 37 } else { 50 }]); // jz copy (at 42) or program (at 55)
     put(&load);
     put(&0xd8u32.to_le_bytes());
     put(&[0x49, 0xba]); // mov r10, imm64
@@ -352,6 +354,7 @@ mod tests {
             copy_image: (lo, lo + 64),
             copy: copy_fn as *const () as usize,
             program: program_fn as *const () as usize,
+            null_to_copy: true,
         }])
         .unwrap();
         // SAFETY: the thunk forwards to functions of this exact type.
@@ -363,6 +366,18 @@ mod tests {
         assert_eq!(f(1, &theirs, 2, 3, 4), 2010);
         assert_eq!(f(1, &below, 2, 3, 4), 2010);
         assert_eq!(f(1, std::ptr::null(), 2, 3, 4), 1010);
+        let ts = stream_thunks(&[StreamCall {
+            arg: 2,
+            copy_image: (lo, lo + 64),
+            copy: copy_fn as *const () as usize,
+            program: program_fn as *const () as usize,
+            null_to_copy: false,
+        }])
+        .unwrap();
+        // SAFETY: as above.
+        let g: extern "C" fn(u64, *const FakeStream, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(ts[0]) };
+        assert_eq!(g(1, std::ptr::null(), 2, 3, 4), 2010);
+        assert_eq!(g(1, &mine, 2, 3, 4), 1010);
         let (a, b) = stub_range();
         assert!(a <= ts[0] && ts[0] < b);
     }

@@ -98,6 +98,25 @@ pub(crate) fn shared_variable(name: &str) -> bool {
     ) || name.starts_with("__malloc") || name.ends_with("_hook") || name.starts_with("_thread_db")
 }
 
+/// Functions that use a standard stream without being given it.
+const IMPLICIT_STREAM: &[&str] = &[
+    "printf", "vprintf", "puts", "putchar", "putchar_unlocked", "getchar", "getchar_unlocked", "gets", "scanf",
+    "vscanf", "__isoc99_scanf", "__isoc99_vscanf", "perror", "psignal", "psiginfo", "wprintf", "vwprintf",
+    "putwchar", "putwchar_unlocked", "getwchar", "getwchar_unlocked", "wscanf", "vwscanf", "__isoc99_wscanf",
+    "__isoc99_vwscanf", "__printf_chk", "__vprintf_chk", "__wprintf_chk", "__vwprintf_chk", "__gets_chk", "warn",
+    "warnx", "vwarn", "vwarnx", "_IO_printf", "_IO_puts",
+];
+
+/// Does `name` read or write `stdin`, `stdout` or `stderr` implicitly?
+pub(crate) fn implicit_stream(name: &str) -> bool {
+    IMPLICIT_STREAM.contains(&name)
+}
+
+/// Is `name` one of libc's standard streams (the variable or the FILE)?
+pub(crate) fn std_stream(name: &str) -> bool {
+    matches!(name, "stdin" | "stdout" | "stderr" | "_IO_2_1_stdin_" | "_IO_2_1_stdout_" | "_IO_2_1_stderr_")
+}
+
 /// Functions that take a stream, with the stream's argument (1-based,
 /// always in a register: 5 at most). From the prototypes in glibc 2.36's
 /// headers (`stdio.h`, `stdio_ext.h`, `wchar.h`, `mntent.h`, `pwd.h`,
@@ -169,7 +188,8 @@ mod tests {
     fn every_named_function_exists_in_this_libc() {
         let info = crate::elf::Info::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
         let defined: std::collections::HashSet<&str> = info.exports.iter().map(|e| e.name.as_str()).collect();
-        let missing: Vec<&str> = FILE_ARGS.iter().map(|f| f.0).filter(|n| !defined.contains(n)).collect();
+        let missing: Vec<&str> =
+            FILE_ARGS.iter().map(|f| f.0).chain(IMPLICIT_STREAM.iter().copied()).filter(|n| !defined.contains(n)).collect();
         assert!(missing.is_empty(), "{missing:?}");
         for n in ["malloc", "fopen", "pthread_create", "setlocale", "getline"] {
             assert!(defined.contains(n), "{n}");

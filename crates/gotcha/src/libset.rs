@@ -359,7 +359,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
         for l in &plan.isolated {
             names.extend(l.info.relocs.iter().map(|r| l.info.syms[r.sym].name.as_str()).filter(|n| libc_policy::file_arg(n).is_some()));
         }
-        streams = stream_thunks(handles[*li], image, names.into_iter())?;
+        streams = stream_thunks(handles[*li], image, !plan.std_streams_shared, names.into_iter())?;
     }
     let mut copies = Vec::new();
     let mut objects = Vec::new();
@@ -404,7 +404,12 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
 /// Thunks for the stream functions `names` of the copy of libc `h` (image
 /// `image`): a stream of the copy's goes to the copy, any other to the
 /// program's libc.
-fn stream_thunks<'a>(h: *mut c_void, image: (usize, usize), names: impl Iterator<Item = &'a str>) -> Result<HashMap<String, usize>, Error> {
+fn stream_thunks<'a>(
+    h: *mut c_void,
+    image: (usize, usize),
+    null_to_copy: bool,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<HashMap<String, usize>, Error> {
     let mut calls = Vec::new();
     let mut named = Vec::new();
     for n in names {
@@ -412,7 +417,7 @@ fn stream_thunks<'a>(h: *mut c_void, image: (usize, usize), names: impl Iterator
         if copy == 0 || program == 0 {
             continue;
         }
-        calls.push(dispatch::StreamCall { arg, copy_image: image, copy, program });
+        calls.push(dispatch::StreamCall { arg, copy_image: image, copy, program, null_to_copy });
         named.push(n.to_owned());
     }
     let thunks = dispatch::stream_thunks(&calls)?;
@@ -435,6 +440,12 @@ static EXIT_FLUSH: Mutex<Vec<(usize, ExitFlush)>> = Mutex::new(Vec::new());
 /// not know. The exiting thread's libset is written out, unless another
 /// thread holds the stream. Libsets of functions that are stopped are not:
 /// their output is cut short, as a killed thread's would be.
+/// Also run among the destructors (`_dl_fini`, after every `atexit`
+/// handler): a program's destructor may print too.
+#[used]
+#[link_section = ".fini_array"]
+static FLUSH_AT_FINI: extern "C" fn() = flush_at_exit;
+
 extern "C" fn flush_at_exit() {
     let k = dispatch::current();
     let flush = FLUSH.get(k).map_or(0, |f| f.load(std::sync::atomic::Ordering::Acquire));
@@ -563,13 +574,13 @@ pub(crate) fn copy_objects() -> Vec<crate::CopyObject> {
 
 /// Points every existing libset's table slots for `routed` (functions
 /// that just got stubs) at its own copies.
-pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>) {
+pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>, std_streams_shared: bool) {
     let p = pool();
     for (i, set) in p.sets.iter().enumerate() {
         let streams = match (libc, set.libc_image) {
             (Some(li), Some(image)) => {
                 let names = routed.iter().filter(|r| libc_policy::file_arg(&r.name).is_some()).map(|r| r.name.as_str());
-                stream_thunks(set.handles[li] as *mut c_void, image, names).unwrap_or_default()
+                stream_thunks(set.handles[li] as *mut c_void, image, !std_streams_shared, names).unwrap_or_default()
             }
             _ => HashMap::new(),
         };

@@ -54,6 +54,11 @@ pub(crate) struct Plan {
     adds: u64,
     /// Index of libc in `isolated`, when the selection named it.
     pub libc: Option<usize>,
+    /// The program uses libc's `stdin`/`stdout`/`stderr` variables itself:
+    /// functions that use them implicitly (`printf`, `puts`, ...) and
+    /// `fflush(NULL)` then stay the program's, so that `printf` and
+    /// `fflush(stdout)` reach the same stream.
+    pub std_streams_shared: bool,
 }
 
 /// Is `o` the C library?
@@ -81,17 +86,34 @@ pub(crate) fn info(path: &str) -> Result<Arc<Info>, Error> {
 /// executable or an `LD_PRELOAD` first, then libraries in load order).
 pub(crate) fn lookup(name: &str, version: Option<&str>) -> usize {
     let Ok(n) = CString::new(name) else { return 0 };
+    // SAFETY: valid C strings; RTLD_DEFAULT searches the global scope.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) } as usize;
     if let Some(v) = version {
         if let Ok(v) = CString::new(v) {
-            // SAFETY: valid C strings; RTLD_DEFAULT searches the global scope.
-            let p = unsafe { libc::dlvsym(libc::RTLD_DEFAULT, n.as_ptr(), v.as_ptr()) };
-            if !p.is_null() {
-                return p as usize;
+            // SAFETY: as above.
+            let p = unsafe { libc::dlvsym(libc::RTLD_DEFAULT, n.as_ptr(), v.as_ptr()) } as usize;
+            // The loader binds a versioned reference to an unversioned
+            // definition earlier in the scope (an interposer such as
+            // linger's `read`, an LD_PRELOAD), but dlvsym skips those: keep
+            // the first definition when it lies in another object.
+            if p != 0 && (first == 0 || object_of(first) == object_of(p)) {
+                return p;
             }
         }
     }
-    // SAFETY: as above.
-    unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) as usize }
+    first
+}
+
+/// The load address of the object holding `addr` (0 if none).
+fn object_of(addr: usize) -> usize {
+    // SAFETY: Dl_info is plain data (pointers and no invariants): all
+    // zeroes is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's lists and fills `info`.
+    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0 {
+        return 0;
+    }
+    info.dli_fbase as usize
 }
 
 fn abs(o: &Loaded, r: (u64, u64)) -> (usize, usize) {
@@ -153,7 +175,7 @@ fn scan(
             if !function {
                 libc_variables.push(s.name.clone());
             }
-            if !function || libc_policy::shared(&s.name) {
+            if !function || libc_policy::shared(&s.name) || (plan.std_streams_shared && libc_policy::implicit_stream(&s.name)) {
                 continue;
             }
         }
@@ -203,7 +225,7 @@ fn publish(plan: &mut Plan, from: usize, writes: &[(Loaded, Arc<Info>, Vec<Slot>
         r.id = id;
     }
     // Existing libsets learn where the new functions are in their copies.
-    crate::libset::resolve(&plan.routed[from..], plan.libc);
+    crate::libset::resolve(&plan.routed[from..], plan.libc, plan.std_streams_shared);
     let mut slots = 0;
     for (o, info, mine) in writes {
         let w: Vec<(usize, usize)> =
@@ -258,10 +280,21 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     let mut excluded = Vec::new();
     let mut copy_relocated = Vec::new();
     let mut libc_variables = Vec::new();
+    let std_streams_shared = others.iter().any(|(_, info)| {
+        info.copied.iter().any(|c| libc_policy::std_stream(c))
+            || info.relocs.iter().any(|r| info.syms[r.sym].undefined && libc_policy::std_stream(&info.syms[r.sym].name))
+    });
     let (mut plan, writes) = loop {
         let libc = isolated.iter().position(|l| is_libc(&l.obj));
-        let mut plan =
-            Plan { isolated: isolated.clone(), routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds, libc };
+        let mut plan = Plan {
+            isolated: isolated.clone(),
+            routed: Vec::new(),
+            by_target: HashMap::new(),
+            seen: HashSet::new(),
+            adds,
+            libc,
+            std_streams_shared,
+        };
         plan.seen.extend(base.iter().map(|o| o.bias));
         let mut variables: Vec<(usize, String)> = Vec::new();
         libc_variables.clear();
