@@ -15,7 +15,9 @@
 //! - [`relink`]: rewriting GOT slots (the program's, to the stubs; the
 //!   copies', back to the shared libraries and the heap's wrappers);
 //! - [`heap`]: what the copies allocate, freed when a call is cancelled;
-//! - [`libset`]: making, leasing, resetting libsets.
+//! - [`libset`]: making, leasing, resetting libsets;
+//! - [`trap`]: trap-and-redirect for variables (fake addresses in an
+//!   inaccessible area, redirected from the SIGSEGV handler).
 //!
 //! Everything that is not a chosen library (libc, the loader, the language
 //! runtimes) stays shared: copies call the program's own definitions, where
@@ -32,6 +34,7 @@ mod libc_policy;
 mod libset;
 mod objects;
 mod relink;
+mod trap;
 
 pub use dispatch::current as current_libset;
 pub use error::Error;
@@ -215,4 +218,44 @@ pub struct Stats {
 /// The counters.
 pub fn stats() -> Stats {
     libset::stats()
+}
+
+/// Trap-and-redirect counters since start-up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TrapStats {
+    /// Accesses to trapped variables redirected to a libset's copy.
+    pub redirects: u64,
+    /// Faults on the trap area that could not be redirected (passed on to
+    /// the next handler).
+    pub rejected: u64,
+    /// Variables trapped.
+    pub variables: usize,
+}
+
+/// The trap-and-redirect counters.
+pub fn trap_stats() -> TrapStats {
+    let (redirects, rejected, variables) = trap::stats();
+    TrapStats { redirects, rejected, variables }
+}
+
+/// linger's SIGSEGV handler calls this first: if the fault is an access
+/// through a trapped variable's fake address, it points the register at
+/// the current libset's copy and returns true (return from the handler:
+/// the instruction runs again). False for every other fault, after two
+/// loads and a compare. Async-signal-safe. See `docs/safety.md`
+/// ("gotcha").
+///
+/// # Safety
+/// `info` and `uc` are what the kernel passed to an `SA_SIGINFO` handler
+/// of SIGSEGV on the calling thread (or null).
+#[inline]
+pub unsafe fn trap_redirect(info: *const libc::siginfo_t, uc: *mut libc::c_void) -> bool {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { trap::redirect(info, uc) }
+}
+
+/// The trap area, `[start, end)`: every fake address of a trapped
+/// variable is inside it. None until a variable is trapped.
+pub fn trap_area() -> Option<(usize, usize)> {
+    trap::area()
 }

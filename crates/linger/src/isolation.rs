@@ -16,6 +16,7 @@ use crate::Error;
 /// Once per process; the same selection again returns the first report.
 pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
     let _scope = crate::runtime::Scope::enter();
+    install_fault_handler()?;
     let r = gotcha::isolate(sel)?;
     crate::ranges::note_new_code();
     Ok(r)
@@ -33,8 +34,16 @@ pub fn prepare_libsets(n: usize) -> Result<usize, Error> {
     Ok(made)
 }
 
+/// gotcha redirects accesses to the isolated libraries' variables from
+/// linger's SIGSEGV handler (`gotcha::trap_redirect`): it must be in
+/// place before isolation starts, even if no function was launched yet.
+fn install_fault_handler() -> Result<(), Error> {
+    crate::overflow::ensure_installed(crate::config::current()?.signal)
+}
+
 fn ensure_isolating() -> Result<(), Error> {
     if !gotcha::is_isolating() {
+        install_fault_handler()?;
         let sel = match gotcha::Selection::from_env() {
             Some(s) => s?,
             None => gotcha::Selection::All,

@@ -23,7 +23,7 @@
 //! `runtime.rs`). A second overflow, past the reserve, is abandoned at once.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 use crate::stats::bump;
 use crate::switch::Outcome;
@@ -33,6 +33,8 @@ use crate::Error;
 
 static OLD_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static OLD_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// Has [`install`] succeeded once?
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 const ALT_SIZE: usize = 64 * 1024;
 
 /// Our handler's address and the disposition it replaced: `sigaction`
@@ -71,7 +73,20 @@ pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
             return Err(Error::Signal(std::io::Error::last_os_error()));
         }
     }
+    INSTALLED.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Installs the SIGSEGV handler unless it was installed before: for
+/// isolation, which may start before the runtime does and must have the
+/// handler in place before gotcha hands out a trapped variable's fake
+/// address. A program's own SIGSEGV handler installed since is left in
+/// place (its trampoline redirects trapped accesses too).
+pub(crate) fn ensure_installed(preempt_signal: i32) -> Result<(), Error> {
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    install(preempt_signal)
 }
 
 struct AltStack(Cell<usize>);
@@ -257,6 +272,12 @@ fn report(msg: &[u8], n: usize, tail: &[u8]) {
 
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     if crate::preempt::handler_out_of_stack(info, uc) || crate::preempt::lost_timer_signal(info, uc) {
+        return;
+    }
+    // An access through a trapped variable's fake address (isolation):
+    // pointed at the current libset's copy, the instruction runs again.
+    // SAFETY: the kernel's siginfo/ucontext for this SA_SIGINFO handler.
+    if unsafe { gotcha::trap_redirect(info, uc) } {
         return;
     }
     // SAFETY: the kernel passes valid siginfo/ucontext to an SA_SIGINFO handler.

@@ -276,6 +276,10 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
     {
         return; // the stack had no room for our timer's handler: not the program's
     }
+    // SAFETY: the kernel's siginfo/ucontext for this SA_SIGINFO handler.
+    if sig == libc::SIGSEGV && unsafe { gotcha::trap_redirect(info, uc) } {
+        return; // an access to a trapped variable (isolation): not the program's
+    }
     let idx = sig as usize;
     let restart = idx < NSIG && FLAGS[idx].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
     crate::thread::signal_counts(ts()).bump_theirs(restart);
