@@ -58,7 +58,11 @@ fi
 # test_library_overflow: under valgrind the overflow inside vfprintf is
 # abandoned at once, as before the emergency reserve, and the FILE lock stays
 # held; valgrind synthesises the SIGSEGV's frame, not investigated further.
-valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks test_library_overflow)
+# test_listing4: trapped accesses (gotcha's trap-and-redirect) fault on
+# purpose; under valgrind the first store through a rewritten register
+# faults again (at address 0x3), so the redirect does not survive
+# valgrind's synthesised frame; not investigated further.
+valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks test_library_overflow test_listing4)
 
 if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"

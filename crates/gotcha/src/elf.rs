@@ -76,6 +76,7 @@ pub(crate) struct Export {
     pub name: String,
     /// Relative to the bias; for TLS, the offset in the object's TLS block.
     pub value: u64,
+    pub size: u64,
     pub kind: ExportKind,
 }
 
@@ -128,7 +129,7 @@ impl Info {
                 _ => continue,
             };
             let name = String::from_utf8_lossy(dynsym.symbol_name(endian, s)?).into_owned();
-            info.exports.push(Export { name, value: s.st_value(endian), kind });
+            info.exports.push(Export { name, value: s.st_value(endian), size: s.st_size(endian), kind });
         }
         let versions = sections.versions(endian, data)?;
         let mut index_of: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();

@@ -97,8 +97,11 @@ pub struct Report {
     /// variables directly (see `docs/safety.md`, "gotcha").
     pub excluded: Vec<(String, String)>,
     /// Variables moved into the executable by `COPY` relocations (built
-    /// without `-fpic`) from libraries `all` would have copied: those
-    /// libraries stay shared (listed in `excluded`).
+    /// without `-fpic`) from libraries being isolated: libraries `all`
+    /// would have copied stay shared (listed in `excluded`); libc's stay
+    /// the program's (`libc_variables`). [`isolate`] warns about them on
+    /// stderr, as the original libgotcha did, unless
+    /// `LINGER_ISOLATE_QUIET` is set.
     pub copy_relocated: Vec<String>,
     /// With libc isolated: libc's variables the program uses directly
     /// (`stdout` in a C program, ...). They stay the program's: the
@@ -123,9 +126,18 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
         return Err(Error::AlreadyIsolating(format!("{s:?}")));
     }
     // A COPY-relocated variable of a named library fails `install` with
-    // the variable named; with `all` its library is left shared, listed in
-    // the report (nothing is printed into the program's stderr).
+    // the variable named; with `all` its library is left shared, and
+    // libc's stay the program's: both listed in the report, and warned
+    // about once here.
     let r = relink::install(sel)?;
+    if !r.copy_relocated.is_empty() && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
+        eprintln!(
+            "gotcha: warning: the executable holds COPY relocations of {} (built without -fpic): isolated functions \
+             use the program's own {}; build it with -fpic to isolate them (LINGER_ISOLATE_QUIET=1 silences this)",
+            r.copy_relocated.join(", "),
+            if r.copy_relocated.len() == 1 { "copy" } else { "copies" },
+        );
+    }
     *g = Some((sel.clone(), r.clone()));
     ACTIVE.store(true, Ordering::Release);
     GENERATION.fetch_add(1, Ordering::Release);

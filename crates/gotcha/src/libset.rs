@@ -377,6 +377,12 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     }
     if let Some((li, _, _)) = &libc {
         prepare_stdio(index, handles[*li]);
+        for (fake, name) in &plan.trapped {
+            let real = find(handles[*li], name, None);
+            if real != 0 {
+                crate::trap::set_real(*fake, index, real)?;
+            }
+        }
     }
     for l in &plan.isolated {
         let c = chain.iter().find(|c| c.name == l.obj.name).expect("found above");

@@ -54,11 +54,16 @@ pub(crate) struct Plan {
     adds: u64,
     /// Index of libc in `isolated`, when the selection named it.
     pub libc: Option<usize>,
-    /// The program uses libc's `stdin`/`stdout`/`stderr` variables itself:
-    /// functions that use them implicitly (`printf`, `puts`, ...) and
-    /// `fflush(NULL)` then stay the program's, so that `printf` and
-    /// `fflush(stdout)` reach the same stream.
+    /// The executable holds `COPY`s of libc's `stdin`/`stdout`/`stderr`
+    /// (built without `-fpic`), so the program's code uses the program's
+    /// streams whatever the libset: functions that use them implicitly
+    /// (`printf`, `puts`, ...) and `fflush(NULL)` then stay the program's,
+    /// so that `printf` and `fflush(stdout)` reach the same stream.
+    /// Otherwise the program's GOT slots for them are trapped.
     pub std_streams_shared: bool,
+    /// libc's standard streams trapped in the program's objects: (fake
+    /// address, name), each libset's copy learns its own (`libset.rs`).
+    pub trapped: Vec<(usize, String)>,
 }
 
 /// Is `o` the C library?
@@ -280,10 +285,10 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     let mut excluded = Vec::new();
     let mut copy_relocated = Vec::new();
     let mut libc_variables = Vec::new();
-    let std_streams_shared = others.iter().any(|(_, info)| {
-        info.copied.iter().any(|c| libc_policy::std_stream(c))
-            || info.relocs.iter().any(|r| info.syms[r.sym].undefined && libc_policy::std_stream(&info.syms[r.sym].name))
-    });
+    // A standard stream moved into the executable by a COPY relocation
+    // cannot be trapped: the program's code then reads its own, and the
+    // functions that use it implicitly stay the program's too.
+    let std_streams_shared = others.iter().any(|(_, info)| info.copied.iter().any(|c| libc_policy::std_stream(c)));
     let (mut plan, writes) = loop {
         let libc = isolated.iter().position(|l| is_libc(&l.obj));
         let mut plan = Plan {
@@ -294,6 +299,7 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
             adds,
             libc,
             std_streams_shared,
+            trapped: Vec::new(),
         };
         plan.seen.extend(base.iter().map(|o| o.bias));
         let mut variables: Vec<(usize, String)> = Vec::new();
@@ -313,6 +319,7 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
                     if let Some(li) = plan.isolated.iter().position(|l| defines(l, c)) {
                         if plan.libc == Some(li) {
                             libc_variables.push(c.clone());
+                            copy_relocated.push(c.clone());
                             continue;
                         }
                         variables.push((li, c.clone()));
@@ -343,7 +350,7 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
             others.push((lib.obj, lib.info));
         }
     };
-    let slots = publish(&mut plan, 0, &writes)?;
+    let slots = publish(&mut plan, 0, &writes)? + trap_std_streams(&mut plan, &others)?;
     copy_relocated.sort();
     copy_relocated.dedup();
     libc_variables.sort();
@@ -358,6 +365,55 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     };
     *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(plan));
     Ok(report)
+}
+
+/// With libc isolated and no standard stream moved into the executable
+/// by a `COPY` relocation: points the program's GOT slots (and pointers)
+/// for `stdin`, `stdout` and `stderr` at trapped fake addresses, so that
+/// the program's own `stdout` is its libset's copy's inside an isolated
+/// function and its own outside (the paper's Listing 4, assertion 1).
+/// Each access costs a fault (`trap.rs`). Returns the slots rewritten.
+fn trap_std_streams(plan: &mut Plan, others: &[(Loaded, Arc<Info>)]) -> Result<usize, Error> {
+    let Some(li) = plan.libc else { return Ok(0) };
+    if plan.std_streams_shared {
+        return Ok(0);
+    }
+    let libc = plan.isolated[li].clone();
+    let mut fakes: HashMap<usize, usize> = HashMap::new();
+    let mut slots = 0;
+    for (o, info) in others {
+        let b = o.base_name();
+        if b.starts_with("ld-linux") || (o.name.is_empty() && o.path.is_none()) {
+            continue;
+        }
+        let mut w = Vec::new();
+        for r in &info.relocs {
+            let s = &info.syms[r.sym];
+            if !s.undefined || r.kind == Kind::JumpSlot || !libc_policy::std_stream(&s.name) {
+                continue;
+            }
+            let slot = o.bias + r.offset as usize;
+            // SAFETY: the slot is inside the object's mapped image.
+            let bound = unsafe { *(slot as *const usize) };
+            let target = if r.kind == Kind::Abs64 { bound.wrapping_sub(r.addend as usize) } else { bound };
+            if !within(&libc.extent, target) {
+                continue;
+            }
+            let fake = match fakes.get(&target) {
+                Some(&f) => f,
+                None => {
+                    let size = libc.info.exports.iter().find(|e| e.name == s.name).map_or(8, |e| e.size as usize);
+                    let f = crate::trap::add(size.max(1), &[target])?;
+                    plan.trapped.push((f, s.name.clone()));
+                    fakes.insert(target, f);
+                    f
+                }
+            };
+            w.push((slot, if r.kind == Kind::Abs64 { fake.wrapping_add(r.addend as usize) } else { fake }));
+        }
+        slots += write_slots(o, info, &w)?;
+    }
+    Ok(slots)
 }
 
 /// Relinks the program's objects loaded since the last look (`dlopen`):

@@ -149,7 +149,6 @@ fn find(a: usize) -> Option<&'static Var> {
 /// is required; 0 elsewhere means "use libset 0's"). The SIGSEGV handler
 /// that calls [`redirect`] must be installed before the fake address is
 /// used.
-#[cfg_attr(not(test), allow(dead_code))] // relinking will call it
 pub(crate) fn add(size: usize, real: &[usize]) -> Result<usize, Error> {
     let real0 = real.first().copied().unwrap_or(0);
     if real0 == 0 {
@@ -187,7 +186,6 @@ pub(crate) fn add(size: usize, real: &[usize]) -> Result<usize, Error> {
 /// Tells where the variable with fake address `var_fake` is in `libset`
 /// (a libset made after the variable was trapped); 0 forgets it (libset
 /// 0's address is used again).
-#[cfg_attr(not(test), allow(dead_code))] // relinking will call it
 pub(crate) fn set_real(var_fake: usize, libset: usize, addr: usize) -> Result<(), Error> {
     let v = find(var_fake)
         .filter(|v| v.fake.load(Ordering::Relaxed) == var_fake)

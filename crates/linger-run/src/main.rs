@@ -45,7 +45,9 @@ Options:
                     of the libraries LIBS (`all`, or names such as
                     libz,libexpat), so that main() is stopped inside them
                     too instead of only once their calls return (also:
-                    LINGER_ISOLATE=LIBS); libc and the loader stay shared
+                    LINGER_ISOLATE=LIBS); `all` leaves libc shared, naming
+                    libc (libc,libz) copies it too, except what is
+                    process-wide (the heap, threads, exit...)
   --argv0 NAME      run PROGRAM with NAME as its argv[0] (as `exec -a NAME`
                     does; by default argv[0] is PROGRAM as given)
   -h, --help        show this help
