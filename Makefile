@@ -99,6 +99,7 @@ bench-turquoise:
 bench-gotcha:
 	$(CARGO) build --release -p gotcha-bench
 	$${CARGO_TARGET_DIR:-target}/release/gotcha-bench --write-docs
+	$${CARGO_TARGET_DIR:-target}/release/gotcha-bench --libc --write-docs
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

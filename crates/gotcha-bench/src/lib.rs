@@ -17,6 +17,15 @@ pub mod stats;
 /// library of the call measurements (Table 3).
 pub const SELECTION: &str = "libpng16,libz,gotcha_bench_nop";
 
+/// The selection of a run: with `libc`, libc is isolated too.
+pub fn selection(libc: bool) -> String {
+    if libc {
+        format!("{SELECTION},libc")
+    } else {
+        SELECTION.to_owned()
+    }
+}
+
 /// Isolates the libraries named in `selection` (linger's syntax).
 pub fn isolate(selection: &str) -> Result<gotcha::Report, String> {
     let sel = linger::Selection::parse(selection).map_err(|e| e.to_string())?;

@@ -1,7 +1,7 @@
-//! `gotcha-bench [--quick] [--write-docs] [--docs-dir DIR]`: runs the call
-//! costs (Table 3) and the decompression bomb (Figure 5) benchmarks and
-//! prints section 8 of `docs/benchmarks.md`; `--write-docs` writes it there
-//! with its plots.
+//! `gotcha-bench [--quick] [--libc] [--write-docs] [--docs-dir DIR]`: runs
+//! the call costs (Table 3) and the decompression bomb (Figure 5) benchmarks
+//! and prints section 8 of `docs/benchmarks.md` (8b with `--libc`: libc
+//! isolated too); `--write-docs` writes it there with its plots.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -10,24 +10,27 @@ use gotcha_bench::png::Png;
 use gotcha_bench::report::{self, Run};
 use gotcha_bench::{bomb, calls, machine};
 
-const USAGE: &str = "usage: gotcha-bench [--quick] [--write-docs] [--docs-dir DIR]
+const USAGE: &str = "usage: gotcha-bench [--quick] [--libc] [--write-docs] [--docs-dir DIR]
   --quick        a few hundred iterations (well under a minute) instead of the full run
+  --libc         isolate libc too (section 8b)
   --write-docs   replace section 8 of DIR/benchmarks.md and write DIR/plots/gotcha-*.svg
   --docs-dir     where the docs are (default: the workspace's docs/)";
 
 struct Options {
     quick: bool,
+    libc: bool,
     write_docs: bool,
     docs: PathBuf,
 }
 
 fn options() -> Result<Options, String> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut o = Options { quick: false, write_docs: false, docs: root.join("docs") };
+    let mut o = Options { quick: false, libc: false, write_docs: false, docs: root.join("docs") };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => o.quick = true,
+            "--libc" => o.libc = true,
             "--write-docs" => o.write_docs = true,
             "--docs-dir" => o.docs = args.next().ok_or("--docs-dir needs a directory")?.into(),
             "-h" | "--help" => {
@@ -70,7 +73,7 @@ fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         quiet: false,
     };
     let before = calls::before(&cplan);
-    let isolated = gotcha_bench::isolate(gotcha_bench::SELECTION)?;
+    let isolated = gotcha_bench::isolate(&gotcha_bench::selection(o.libc))?;
     // Every libset the loader allows, made now rather than in a timed launch.
     let libsets = gotcha::Lease::prepare(15)?;
     let after = calls::after(&cplan, benign)?;
@@ -95,6 +98,7 @@ fn run(o: &Options) -> Result<(), Box<dyn std::error::Error>> {
         before,
         after,
         decomp,
+        libc: o.libc,
     };
     let md = report::markdown(&r);
     println!("{md}");

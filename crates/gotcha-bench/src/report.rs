@@ -11,6 +11,8 @@ use crate::stats::{ns, Summary};
 
 /// The line after which `--write-docs` rewrites `docs/benchmarks.md`.
 pub const MARKER: &str = "<!-- gotcha-bench: everything below is written by target/release/gotcha-bench --write-docs -->";
+/// Where the run with libc isolated too (`--libc`) begins, inside the above.
+pub const LIBC_MARKER: &str = "<!-- gotcha-bench --libc: everything below is written by target/release/gotcha-bench --libc --write-docs -->";
 
 /// Targets of the issue.
 const EAGER_ADDED_NS: f64 = 15.0;
@@ -30,6 +32,19 @@ pub struct Run {
     pub before: Before,
     pub after: After,
     pub decomp: bomb::Results,
+    /// libc isolated too (`--libc`).
+    pub libc: bool,
+}
+
+impl Run {
+    /// The section's number, and the prefix of its plots' names.
+    fn section(&self) -> (&'static str, &'static str) {
+        if self.libc {
+            ("8b", "gotcha-libc")
+        } else {
+            ("8", "gotcha")
+        }
+    }
 }
 
 fn row<'a>(rows: &'a [Row], key: &str) -> &'a Row {
@@ -270,7 +285,7 @@ fn decomp_section(r: &Run, t: &Targets) -> String {
         }
     }
     s.push_str(&reading(d));
-    s.push_str("\n![regain-control time per way, benign and bomb](plots/gotcha-regain.svg)\n\n");
+    writeln!(s, "\n![regain-control time per way, benign and bomb](plots/{}-regain.svg)\n", r.section().1).unwrap();
 
     // The isolated way in detail.
     let iso = of_way(&d.bomb_samples, Way::Isolated);
@@ -367,7 +382,7 @@ fn decomp_section(r: &Run, t: &Targets) -> String {
         last.maps
     )
     .unwrap();
-    s.push_str("![RSS over the isolated bomb loop](plots/gotcha-rss.svg)\n");
+    writeln!(s, "![RSS over the isolated bomb loop](plots/{}-rss.svg)", r.section().1).unwrap();
     s
 }
 
@@ -521,19 +536,28 @@ fn calls_section(r: &Run, t: &Targets) -> String {
 }
 
 /// The command that reproduces a run.
-pub fn command(quick: bool) -> String {
+pub fn command(quick: bool, libc: bool) -> String {
     let q = if quick { " --quick" } else { "" };
-    format!("cargo build --release -p gotcha-bench && target/release/gotcha-bench{q} --write-docs")
+    let l = if libc { " --libc" } else { "" };
+    format!("cargo build --release -p gotcha-bench && target/release/gotcha-bench{q}{l} --write-docs")
 }
 
 /// The whole section, Markdown.
 pub fn markdown(r: &Run) -> String {
     let t = targets(r);
-    let mut s = String::from("## 8. gotcha: library isolation (paper Table 3 and Figure 5)\n\n");
+    let (n, _) = r.section();
+    let mut s = if r.libc {
+        format!(
+            "## {n}. gotcha with libc isolated too (`--libc`)\n\nThe same benchmark, with `libc` added to the selection (`{}`): the isolated way's calls into libc (libpng's and zlib's `memcpy`, `memset`, the stream functions) go to its libset's copy of libc, where deadlines are taken too; the heap and the rest that `crates/gotcha/src/libc_policy.rs` keeps process-wide stay the program's and deferred. Only the isolated way (and the program's calls through the stubs, Table 3) differ from section 8.\n\n",
+            crate::selection(true)
+        )
+    } else {
+        String::from("## 8. gotcha: library isolation (paper Table 3 and Figure 5)\n\n")
+    };
     writeln!(
         s,
         "Reproduce with `make bench-gotcha`, i.e.\n\n```sh\n{}\n```\n\n({} mode; `--quick` gives a short, rougher run; without `--write-docs` the section only goes to stdout.) This run took {:.0} s. Every number below was measured in this one run, baselines included, on a shared VM: compare within the run.\n",
-        command(r.quick),
+        command(r.quick, r.libc),
         if r.quick { "quick" } else { "full" },
         r.duration.as_secs_f64()
     )
@@ -542,25 +566,32 @@ pub fn markdown(r: &Run) -> String {
     s.push_str("\n### Targets\n\nGoals of the issue; printed, never asserted.\n\n");
     s.push_str(&targets_table(&t));
     s.push_str(&misses(r, &t));
-    s.push_str("\n### 8.1 A decompression bomb (paper Figure 5)\n\n");
+    writeln!(s, "\n### {n}.1 A decompression bomb (paper Figure 5)\n").unwrap();
     s.push_str(&decomp_section(r, &t));
-    s.push_str("\n### 8.2 Call costs (paper Table 3)\n\n");
+    writeln!(s, "\n### {n}.2 Call costs (paper Table 3)\n").unwrap();
     s.push_str(&calls_section(r, &t));
     s
 }
 
-/// Replaces what follows [`MARKER`] in `dir/benchmarks.md` (appending the
-/// marker if it is missing) and writes the plots.
+/// Writes the section into `dir/benchmarks.md` and its plots: the main run
+/// replaces what follows [`MARKER`] up to [`LIBC_MARKER`] (or the end), the
+/// `--libc` run what follows [`LIBC_MARKER`]; a missing marker is appended.
 pub fn write_docs(dir: &Path, md: &str, r: &Run) -> Result<(), Box<dyn std::error::Error>> {
     let path = dir.join("benchmarks.md");
     let old = std::fs::read_to_string(&path)?;
-    let head = match old.find(MARKER) {
-        Some(i) => old[..i].to_owned(),
-        None => format!("{}\n\n", old.trim_end()),
+    let body = md.trim_end_matches('\n').to_owned() + "\n";
+    let (main_at, libc_at) = (old.find(MARKER), old.find(LIBC_MARKER));
+    let text = match (r.libc, main_at, libc_at) {
+        (false, Some(i), Some(j)) if j > i => format!("{}{MARKER}\n\n{body}\n{}", &old[..i], &old[j..]),
+        (false, Some(i), _) => format!("{}{MARKER}\n\n{body}", &old[..i]),
+        (false, None, _) => format!("{}\n\n{MARKER}\n\n{body}", old.trim_end()),
+        (true, _, Some(j)) => format!("{}{LIBC_MARKER}\n\n{body}", &old[..j]),
+        (true, _, None) => format!("{}\n\n{LIBC_MARKER}\n\n{body}", old.trim_end()),
     };
-    std::fs::write(&path, format!("{head}{MARKER}\n\n{}", md.trim_end_matches('\n').to_owned() + "\n"))?;
+    std::fs::write(&path, text)?;
     std::fs::create_dir_all(dir.join("plots"))?;
-    crate::plots::regain(&dir.join("plots/gotcha-regain.svg"), &r.decomp.benign_samples, &r.decomp.bomb_samples)?;
-    crate::plots::rss(&dir.join("plots/gotcha-rss.svg"), &r.decomp.rss)?;
+    let p = r.section().1;
+    crate::plots::regain(&dir.join(format!("plots/{p}-regain.svg")), &r.decomp.benign_samples, &r.decomp.bomb_samples)?;
+    crate::plots::rss(&dir.join(format!("plots/{p}-rss.svg")), &r.decomp.rss)?;
     Ok(())
 }
