@@ -6,7 +6,8 @@
 //!   `gotcha_bench_lazy_<i>`;
 //! - `libgotcha_bench_caller.so` (not isolated): one PLT call to each lazy
 //!   function, linked with `-z lazy` so that each slot stays unresolved
-//!   until its first call.
+//!   until its first call; and a read of libc's `stdout` (a GOT slot that
+//!   gotcha traps when libc is isolated).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,9 @@ fn main() {
     caller.push_str("};\n");
     writeln!(caller, "int gotcha_bench_lazy_count(void) {{ return {LAZY}; }}").unwrap();
     caller.push_str("int gotcha_bench_lazy_call(int i, int x) { return table[i](x); }\n");
+    // libc's stdout through this library's GOT (built -fPIC): with libc
+    // isolated, gotcha traps that slot; each call reloads it.
+    caller.push_str("#include <stdio.h>\n__attribute__((noinline)) void *gotcha_bench_stdout(void) { return stdout; }\n");
     let lazy_c = out.join("lazy.c");
     let caller_c = out.join("caller.c");
     std::fs::write(&lazy_c, lazy_defs).unwrap();

@@ -24,6 +24,7 @@ extern "C" {
     fn gotcha_bench_strlen(s: *const c_char) -> usize;
     fn gotcha_bench_lazy_count() -> c_int;
     fn gotcha_bench_lazy_call(i: c_int, x: c_int) -> c_int;
+    fn gotcha_bench_stdout() -> *mut c_void;
 }
 
 type Nop = unsafe extern "C" fn(c_int) -> c_int;
@@ -302,6 +303,11 @@ pub struct After {
     pub resets: Resets,
 }
 
+/// Is libc among the isolated libraries (the `--libc` run)?
+fn libc_in_libsets() -> bool {
+    gotcha::code().objects.iter().any(|o| o.name.contains("/libc.so"))
+}
+
 /// Part B: after isolation (of at least libgotcha_bench_nop, libpng16, libz).
 pub fn after(plan: &Plan, png_for_reset: Png) -> Result<After, String> {
     let n = plan.batch;
@@ -323,7 +329,30 @@ pub fn after(plan: &Plan, png_for_reset: Png) -> Result<After, String> {
     };
 
     let text = c"hello, world";
+    // With libc isolated, the caller library's GOT slot for `stdout` is
+    // trapped: each read faults and is redirected (the paper's "global
+    // access"); otherwise a plain load.
+    let trapped = gotcha::trap_stats().variables > 0;
+    let how = if trapped { "a trapped GOT slot: a fault per read" } else { "a plain GOT load" };
+    let libc_isolated = trapped || gotcha::stats().libsets > 0 && libc_in_libsets();
+    let strlen_where = if libc_isolated { "the copy's libc" } else { "the program's libc, not wrapped" };
     let mut ms: Vec<Measure<'_>> = vec![
+        (
+            "stdout_read_0",
+            format!("read of libc's stdout from a -fpic library ({how}), libset 0 current"),
+            Box::new(move || {
+                // SAFETY: returns the value of libc's stdout.
+                each(n, || { black_box(unsafe { gotcha_bench_stdout() }); })
+            }),
+        ),
+        (
+            "stdout_read_k",
+            format!("read of libc's stdout from a -fpic library ({how}), libset {k} current"),
+            Box::new(move || {
+                // SAFETY: as above.
+                with_libset(k, || each(n, || { black_box(unsafe { gotcha_bench_stdout() }); }))
+            }),
+        ),
         (
             "call_definition",
             "call of gotcha_bench_nop() through its address from dlsym (no stub)".into(),
@@ -389,7 +418,7 @@ pub fn after(plan: &Plan, png_for_reset: Png) -> Result<After, String> {
         ),
         (
             "strlen_copy",
-            format!("strlen(12 chars) from inside libset {k}'s copy (the program's libc, not wrapped)"),
+            format!("strlen(12 chars) from inside libset {k}'s copy ({strlen_where})"),
             Box::new(move || {
                 with_libset(k, || {
                     each(n, || {
