@@ -559,7 +559,9 @@ fn symbol_must_defer_with(name: &str, cfg: &Config, rules: &[(String, Verdict)])
     if cfg.defer_symbols.iter().any(|p| name.contains(p.as_str())) {
         return true;
     }
-    if RUNTIME.iter().any(|p| name.starts_with(p)) {
+    // `__rust_try`: the shim rustc makes for `catch_unwind` when it is not
+    // inlined (debug builds) only calls the closure, which is the program's.
+    if RUNTIME.iter().any(|p| name.starts_with(p)) && !name.starts_with("__rust_try") {
         return true;
     }
     let (lead, at) = self_path(name);
@@ -970,6 +972,7 @@ mod tests {
         let preemptible = [
             "std::panicking::catch_unwind",
             "std::panicking::catch_unwind::do_call",
+            "__rust_try",
             "std::panicking::catch_unwind::<(), mycrate::f::{closure#0}>",
             "std::panic::catch_unwind",
             "std::thread::scoped::scope",
