@@ -70,11 +70,13 @@ const SHARED_NAMES: &[&str] = &[
     "raise", "kill", "tgkill", "killpg", "pause",
     // errno's address (the copies' errno is aliased to the program's).
     "__errno_location",
-    // Locale objects and the thread's locale: a copy's thread-local
-    // locale would outlive a reset that frees what it points to. (The
-    // global locale, `setlocale`, is the copy's own: a new copy takes the
-    // program's.)
-    "uselocale", "newlocale", "duplocale", "freelocale",
+    // (Locale objects and the thread's locale, `newlocale` and `uselocale`,
+    // are the copy's, as its global locale is: its functions read the
+    // thread's locale from its own thread-local word and cache conversion
+    // steps in the locale's data, so a locale made by the program's libc
+    // would be half-read by the copy's code, and glibc's read-only C locale
+    // would be written. A reset sets that word back to the global locale
+    // on each thread's next entry: `libset::thread_ready`.)
     // Unwinding and backtraces load libgcc_s.
     "backtrace", "backtrace_symbols", "backtrace_symbols_fd", "__libc_dlopen_mode", "__libc_dlsym",
     // The clock of the calling thread's timer, and the break.
@@ -166,7 +168,7 @@ mod tests {
         for f in ["malloc", "free", "posix_memalign", "pthread_mutex_lock", "pthread_create", "dlopen", "fork", "exit", "sigaction", "setenv", "getaddrinfo", "strdup", "fopen", "getopt_long", "localtime_r", "__errno_location"] {
             assert!(shared(f), "{f}");
         }
-        for f in ["memcpy", "strlen", "printf", "qsort", "snprintf", "strtod", "inflate", "getenv", "fwrite", "puts"] {
+        for f in ["memcpy", "strlen", "printf", "qsort", "snprintf", "strtod", "inflate", "getenv", "fwrite", "puts", "setlocale", "newlocale", "uselocale", "freelocale", "nl_langinfo"] {
             assert!(!shared(f), "{f}");
         }
     }
