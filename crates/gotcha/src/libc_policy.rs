@@ -12,7 +12,8 @@
 //! - [`file_arg`] functions take a `FILE *` and go to the copy only when
 //!   that stream is the copy's own (its `stdin`, `stdout`, `stderr`); a
 //!   stream the caller opened stays the caller's libc's, with its lock;
-//! - [`shared_variable`] variables are aliased to the program's.
+//! - [`shared_variable`] variables are aliased to the program's;
+//! - [`mirrored`] functions run in the copy, then in the program's libc.
 //!
 //! Plain data, no unsafe code: the tables are tested against the libc on
 //! the machine.
@@ -86,6 +87,15 @@ const SHARED_NAMES: &[&str] = &[
 /// Does the function `name` of libc stay the program's?
 pub(crate) fn shared(name: &str) -> bool {
     SHARED_NAMES.contains(&name) || SHARED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Does a call to `name` reach both libcs: the copy's, whose state the
+/// copy's functions use, then the program's with the same arguments? Only
+/// `setlocale`: the global locale is the process's, and both the copy's
+/// functions and those [`shared`] above (`asprintf`, `gettext`, `error`)
+/// read it (`libset::setlocale_both`).
+pub(crate) fn mirrored(name: &str) -> bool {
+    name == "setlocale"
 }
 
 /// Variables of libc that stay the program's in every libset: the copies'

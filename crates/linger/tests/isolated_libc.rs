@@ -260,3 +260,36 @@ fn a_thread_locale_left_by_a_cancelled_function_is_undone_by_the_reset() {
         assert_eq!(completed(codeset), "ANSI_X3.4-1968");
     }
 }
+
+extern "C" {
+    fn asprintf(out: *mut *mut libc::c_char, format: *const libc::c_char, ...) -> libc::c_int;
+}
+
+#[test]
+fn setlocale_inside_the_function_is_the_locale_of_what_libc_keeps_the_programs() {
+    setup();
+    for _ in 0..100 {
+        let (n, text) = completed(|| {
+            // SAFETY: a valid locale name.
+            assert!(!unsafe { libc::setlocale(libc::LC_ALL, c"C.UTF-8".as_ptr()) }.is_null());
+            // asprintf stays the program's (the caller frees what it
+            // returns); converting a wide 'é' needs a UTF-8 LC_CTYPE.
+            let wide: [libc::wchar_t; 2] = [0xe9, 0];
+            let mut out: *mut libc::c_char = std::ptr::null_mut();
+            // SAFETY: a format that matches its argument, a place for the result.
+            let n = unsafe { asprintf(&mut out, c"%ls".as_ptr(), wide.as_ptr()) };
+            let mut text = Vec::new();
+            if n >= 0 {
+                // SAFETY: asprintf's string, freed once after the copy.
+                unsafe {
+                    text.extend_from_slice(std::ffi::CStr::from_ptr(out).to_bytes());
+                    libc::free(out as *mut libc::c_void);
+                }
+            }
+            // SAFETY: back to the program's locale for the libset's next user.
+            unsafe { libc::setlocale(libc::LC_ALL, c"C".as_ptr()) };
+            (n, text)
+        });
+        assert_eq!((n, text.as_slice()), (2, "\u{e9}".as_bytes()));
+    }
+}
