@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-compat test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-compat test-compat-isolate test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -43,6 +43,15 @@ test-run:
 test-compat:
 	bash compat/gnulib.sh --subset --check --modes "plain 20us"
 	bash compat/python/regrtest.sh --subset --check --modes "plain 20us"
+
+# The same subsets with main()'s libraries isolated (linger-run --isolate
+# through LINGER_ISOLATE; with --children in gnulib's shell-script tests,
+# the programs they start too): libc itself by default, `ISOLATE=all` for
+# every library but libc. Not part of `make test`; docs/compatibility.md.
+ISOLATE ?= libc
+test-compat-isolate:
+	LINGER_ISOLATE=$(ISOLATE) bash compat/gnulib.sh --subset --check --modes "plain 20us"
+	LINGER_ISOLATE=$(ISOLATE) bash compat/python/regrtest.sh --subset --check --modes "plain 20us"
 
 compat:
 	bash compat/gnulib.sh --full

@@ -514,6 +514,7 @@ flaky_plain=0
 {
     echo "gnulib $set_name set: ${#all_tests[@]} tests; gnulib $(gnulib_version); $(uname -sr); $(nproc) CPUs"
     echo "modes: ${mode_list[*]} (sliced: linger-run --slice D --children); $jobs tests at a time; limit ${limit}s per test"
+    env | grep '^LINGER_' | sed 's/^/environment: /' || true
     timings=""
     for step in create configure build; do
         [ -f "$work/timing-$step" ] && timings+=" $(cat "$work/timing-$step"),"

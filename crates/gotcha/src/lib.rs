@@ -101,7 +101,7 @@ pub struct Report {
     /// would have copied stay shared (listed in `excluded`); libc's stay
     /// the program's (`libc_variables`). [`isolate`] warns about them on
     /// stderr, as the original libgotcha did, unless
-    /// `LINGER_ISOLATE_QUIET` is set.
+    /// `LINGER_ISOLATE_QUIET` is set or [`warn_copy_relocations`] said not to.
     pub copy_relocated: Vec<String>,
     /// With libc isolated: libc's variables the program uses directly
     /// (`stdout` in a C program, ...). They stay the program's: the
@@ -130,7 +130,7 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     // libc's stay the program's: both listed in the report, and warned
     // about once here.
     let r = relink::install(sel)?;
-    if !r.copy_relocated.is_empty() && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
+    if !r.copy_relocated.is_empty() && WARN.load(Ordering::Relaxed) && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
         eprintln!(
             "gotcha: warning: the executable holds COPY relocations of {} (built without -fpic): isolated functions \
              use the program's own {}; build it with -fpic to isolate them (LINGER_ISOLATE_QUIET=1 silences this)",
@@ -142,6 +142,15 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     ACTIVE.store(true, Ordering::Release);
     GENERATION.fetch_add(1, Ordering::Release);
     Ok(r)
+}
+
+static WARN: AtomicBool = AtomicBool::new(true);
+
+/// Whether [`isolate`] warns on stderr about `COPY` relocations (it does
+/// unless told not to here or `LINGER_ISOLATE_QUIET` is set). `linger-run`
+/// turns it off: the program's stderr is the program's own.
+pub fn warn_copy_relocations(on: bool) {
+    WARN.store(on, Ordering::Relaxed);
 }
 
 /// Relinks objects the program loaded (`dlopen`) since isolation was set

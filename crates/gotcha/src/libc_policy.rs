@@ -12,7 +12,8 @@
 //! - [`file_arg`] functions take a `FILE *` and go to the copy only when
 //!   that stream is the copy's own (its `stdin`, `stdout`, `stderr`); a
 //!   stream the caller opened stays the caller's libc's, with its lock;
-//! - [`shared_variable`] variables are aliased to the program's.
+//! - [`shared_variable`] variables are aliased to the program's;
+//! - [`mirrored`] functions run in the copy, then in the program's libc.
 //!
 //! Plain data, no unsafe code: the tables are tested against the libc on
 //! the machine.
@@ -70,11 +71,13 @@ const SHARED_NAMES: &[&str] = &[
     "raise", "kill", "tgkill", "killpg", "pause",
     // errno's address (the copies' errno is aliased to the program's).
     "__errno_location",
-    // Locale objects and the thread's locale: a copy's thread-local
-    // locale would outlive a reset that frees what it points to. (The
-    // global locale, `setlocale`, is the copy's own: a new copy takes the
-    // program's.)
-    "uselocale", "newlocale", "duplocale", "freelocale",
+    // (Locale objects and the thread's locale, `newlocale` and `uselocale`,
+    // are the copy's, as its global locale is: its functions read the
+    // thread's locale from its own thread-local word and cache conversion
+    // steps in the locale's data, so a locale made by the program's libc
+    // would be half-read by the copy's code, and glibc's read-only C locale
+    // would be written. A reset sets that word back to the global locale
+    // on each thread's next entry: `libset::thread_ready`.)
     // Unwinding and backtraces load libgcc_s.
     "backtrace", "backtrace_symbols", "backtrace_symbols_fd", "__libc_dlopen_mode", "__libc_dlsym",
     // The clock of the calling thread's timer, and the break.
@@ -84,6 +87,15 @@ const SHARED_NAMES: &[&str] = &[
 /// Does the function `name` of libc stay the program's?
 pub(crate) fn shared(name: &str) -> bool {
     SHARED_NAMES.contains(&name) || SHARED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Does a call to `name` reach both libcs: the copy's, whose state the
+/// copy's functions use, then the program's with the same arguments? Only
+/// `setlocale`: the global locale is the process's, and both the copy's
+/// functions and those [`shared`] above (`asprintf`, `gettext`, `error`)
+/// read it (`libset::setlocale_both`).
+pub(crate) fn mirrored(name: &str) -> bool {
+    name == "setlocale"
 }
 
 /// Variables of libc that stay the program's in every libset: the copies'
@@ -166,7 +178,7 @@ mod tests {
         for f in ["malloc", "free", "posix_memalign", "pthread_mutex_lock", "pthread_create", "dlopen", "fork", "exit", "sigaction", "setenv", "getaddrinfo", "strdup", "fopen", "getopt_long", "localtime_r", "__errno_location"] {
             assert!(shared(f), "{f}");
         }
-        for f in ["memcpy", "strlen", "printf", "qsort", "snprintf", "strtod", "inflate", "getenv", "fwrite", "puts"] {
+        for f in ["memcpy", "strlen", "printf", "qsort", "snprintf", "strtod", "inflate", "getenv", "fwrite", "puts", "setlocale", "newlocale", "uselocale", "freelocale", "nl_langinfo"] {
             assert!(!shared(f), "{f}");
         }
     }

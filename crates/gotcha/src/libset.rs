@@ -213,6 +213,10 @@ impl Lease {
             }
         }
         let blocks = heap::reclaim(self.index);
+        // Threads that ran in the libset keep a thread locale in its copy
+        // of libc that may point at what was just freed: each sets it back
+        // to the global one when it next enters (`thread_ready`).
+        RESETS[self.index].fetch_add(1, std::sync::atomic::Ordering::Release);
         let duration = t.elapsed();
         let mut p = pool();
         p.stats.resets += 1;
@@ -227,17 +231,74 @@ impl Lease {
 /// Per libset: its copy of libc's `__ctype_init` (0: no copy of libc).
 static CTYPE_INIT: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
     [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
+/// Per libset: its copy of libc's `uselocale` (0: no copy of libc).
+static USELOCALE: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
+/// glibc's `LC_GLOBAL_LOCALE` (the libc crate has no constant for it).
+const LC_GLOBAL_LOCALE: libc::locale_t = -1isize as libc::locale_t;
+/// Per libset: how many times it was reset.
+static RESETS: [std::sync::atomic::AtomicU32; dispatch::MAX_LIBSETS] =
+    [const { std::sync::atomic::AtomicU32::new(0) }; dispatch::MAX_LIBSETS];
+
+/// Per libset: its copy of libc's `setlocale` (0: no copy of libc).
+static SETLOCALE: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
+/// The program's `setlocale`.
+static PROGRAM_SETLOCALE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+type SetlocaleFn = extern "C" fn(libc::c_int, *const libc::c_char) -> *mut libc::c_char;
+
+/// What the program's and the copies' calls to `setlocale` reach in a
+/// libset whose copy of libc is isolated: the copy's `setlocale`, whose
+/// locale the copy's functions use, and, when it changed the locale, the
+/// program's with the same arguments. The global locale is the process's:
+/// the functions libc keeps the program's (`asprintf`, `gettext`, `error`,
+/// `iconv_open`, ...) must format and translate as the copy's do.
+extern "C" fn setlocale_both(category: libc::c_int, name: *const libc::c_char) -> *mut libc::c_char {
+    let k = dispatch::current();
+    let copy = SETLOCALE.get(k).map_or(0, |s| s.load(std::sync::atomic::Ordering::Acquire));
+    let program = PROGRAM_SETLOCALE.load(std::sync::atomic::Ordering::Acquire);
+    let own = if copy != 0 { copy } else { program };
+    if own == 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a libc's `setlocale`, with the caller's arguments.
+    let r = unsafe { std::mem::transmute::<usize, SetlocaleFn>(own) }(category, name);
+    if copy != 0 && program != 0 && !name.is_null() && !r.is_null() {
+        // SAFETY: the program's `setlocale` (this signature), called with
+        // the caller's arguments (the environment it reads for "" is the
+        // copy's too: `environ` is aliased); its result is its own.
+        let program = unsafe { std::mem::transmute::<usize, SetlocaleFn>(program) };
+        program(category, name);
+    }
+    r
+}
+
+/// The function calls to `name` reach in a libset with libc isolated, when
+/// it is neither the copy's nor the program's alone.
+pub(crate) fn libc_mirror(name: &str) -> Option<usize> {
+    libc_policy::mirrored(name).then(|| {
+        PROGRAM_SETLOCALE.store(relink::lookup(name, None), std::sync::atomic::Ordering::Release);
+        setlocale_both as *const () as usize
+    })
+}
 
 thread_local! {
     /// Libsets whose copy of libc this thread has set up (bit i: libset i).
     static READY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Per libset: its reset count when this thread last set it up.
+    static SEEN: [std::cell::Cell<u32>; dispatch::MAX_LIBSETS] =
+        const { [const { std::cell::Cell::new(0) }; dispatch::MAX_LIBSETS] };
 }
 
-/// Sets up the calling thread's state in `libset`'s copy of libc, once per
-/// thread: the per-thread pointers to the character-class tables that
-/// `isalpha`, `printf` and `strtod` read. glibc sets them when a thread
+/// Sets up the calling thread's state in `libset`'s copy of libc: the
+/// first time, the per-thread pointers to the character-class tables that
+/// `isalpha`, `printf` and `strtod` read (glibc sets them when a thread
 /// starts, in the copy of libc that starts it (the program's), and in the
-/// thread that loads a copy: every other thread would find them null.
+/// thread that loads a copy: every other thread would find them null); and
+/// after the libset was reset, the thread's locale in the copy (`uselocale`
+/// of a cancelled function may have left it at a locale the reset freed),
+/// back to the global one, as it was when the copy was made.
 #[inline]
 pub(crate) fn thread_ready(libset: usize) {
     if libset == 0 || libset >= dispatch::MAX_LIBSETS {
@@ -245,8 +306,17 @@ pub(crate) fn thread_ready(libset: usize) {
     }
     let bit = 1u32 << libset;
     let Ok(ready) = READY.try_with(|r| r.get()) else { return };
-    if ready & bit != 0 {
+    let resets = RESETS[libset].load(std::sync::atomic::Ordering::Acquire);
+    if ready & bit != 0 && SEEN.try_with(|s| s[libset].get() == resets).unwrap_or(true) {
         return;
+    }
+    let uselocale = USELOCALE[libset].load(std::sync::atomic::Ordering::Acquire);
+    if ready & bit != 0 && uselocale != 0 {
+        // SAFETY: the copy's `uselocale(locale_t)`: given LC_GLOBAL_LOCALE
+        // it stores the copy's global locale and its tables in this
+        // thread's TLS words of the copy, and does not read the old locale.
+        let f: extern "C" fn(libc::locale_t) -> libc::locale_t = unsafe { std::mem::transmute(uselocale) };
+        f(LC_GLOBAL_LOCALE);
     }
     let init = CTYPE_INIT[libset].load(std::sync::atomic::Ordering::Acquire);
     if init != 0 {
@@ -256,6 +326,7 @@ pub(crate) fn thread_ready(libset: usize) {
         f();
     }
     let _ = READY.try_with(|r| r.set(ready | bit));
+    let _ = SEEN.try_with(|s| s[libset].set(resets));
 }
 
 impl Drop for Lease {
@@ -396,7 +467,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     }
     for r in &plan.routed {
         let h = handles[r.lib];
-        let t = streams.get(&r.name).copied().unwrap_or_else(|| find(h, &r.name, r.version.as_deref()));
+        let t = target(h, r, &streams, plan.libc);
         if t != 0 {
             dispatch::set_target(index, r.id, t);
         }
@@ -513,6 +584,8 @@ fn prepare_stdio(index: usize, h: *mut c_void) {
     }
     FLUSH[index].store(find(h, "fflush", None), std::sync::atomic::Ordering::Release);
     CTYPE_INIT[index].store(find(h, "__ctype_init", None), std::sync::atomic::Ordering::Release);
+    USELOCALE[index].store(find(h, "uselocale", None), std::sync::atomic::Ordering::Release);
+    SETLOCALE[index].store(setlocale, std::sync::atomic::Ordering::Release);
     let exit = ExitFlush { out, trylock: find(h, "ftrylockfile", None), unlock: find(h, "funlockfile", None) };
     if exit.out != 0 && exit.trylock != 0 && exit.unlock != 0 {
         EXIT_FLUSH.lock().unwrap_or_else(|e| e.into_inner()).push((index, exit));
@@ -591,12 +664,26 @@ pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>, std
             _ => HashMap::new(),
         };
         for r in routed {
-            let t = streams.get(&r.name).copied().unwrap_or_else(|| find(set.handles[r.lib] as *mut c_void, &r.name, r.version.as_deref()));
+            let t = target(set.handles[r.lib] as *mut c_void, r, &streams, libc);
             if t != 0 {
                 dispatch::set_target(i + 1, r.id, t);
             }
         }
     }
+}
+
+/// Where libset calls to the routed function `r` go: its stream thunk,
+/// the mirror of a libc function, or its definition in the copy `h`.
+fn target(h: *mut c_void, r: &crate::relink::Routed, streams: &HashMap<String, usize>, libc: Option<usize>) -> usize {
+    if let Some(&t) = streams.get(&r.name) {
+        return t;
+    }
+    if libc == Some(r.lib) {
+        if let Some(m) = libc_mirror(&r.name) {
+            return m;
+        }
+    }
+    find(h, &r.name, r.version.as_deref())
 }
 
 /// The code of every copy made so far.

@@ -470,6 +470,8 @@ pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan, streams: &Has
         let value = if libc.is_some_and(|e| within(&e, target)) {
             if let Some(&t) = streams.get(&s.name) {
                 t
+            } else if let Some(m) = crate::libset::libc_mirror(&s.name) {
+                m
             } else if libc_policy::shared(&s.name) || libc_policy::shared_variable(&s.name) {
                 heap::wrapper(&s.name).unwrap_or(target)
             } else {

@@ -47,7 +47,10 @@ Options:
                     too instead of only once their calls return (also:
                     LINGER_ISOLATE=LIBS); `all` leaves libc shared, naming
                     libc (libc,libz) copies it too, except what is
-                    process-wide (the heap, threads, exit...)
+                    process-wide (the heap, threads, exit...); libc's
+                    variables the executable took by COPY relocation (a
+                    PIE built without -fpic: stdout, optind...) stay the
+                    program's, listed by --stats as copy_relocated=
   --argv0 NAME      run PROGRAM with NAME as its argv[0] (as `exec -a NAME`
                     does; by default argv[0] is PROGRAM as given)
   -h, --help        show this help

@@ -18,6 +18,9 @@ static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
 /// Where `--stats` goes, and which process prints them (not forked children).
 static STATS: OnceLock<StatsTo> = OnceLock::new();
 static STATS_PID: AtomicI32 = AtomicI32::new(0);
+/// With `--isolate`: libc's variables the executable holds by `COPY`
+/// relocation (they stay the program's; see docs/safety.md, "gotcha").
+static COPY_RELOCATED: OnceLock<String> = OnceLock::new();
 
 /// The main thread's counters when it ended by `pthread_exit` (the process
 /// then ends on another thread, whose counters `print_stats` would
@@ -140,9 +143,17 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     }
 
     if let Some(sel) = &opts.isolate {
-        if let Err(e) = linger::isolate(sel) {
-            say(&format!("cannot isolate libraries for {name}: {e}"));
-            return OWN_FAILURE;
+        // The program's stderr is its own: what gotcha would warn about
+        // there goes with the stats instead (`copy_relocated=`).
+        gotcha::warn_copy_relocations(false);
+        match linger::isolate(sel) {
+            Ok(r) => {
+                let _ = COPY_RELOCATED.set(r.copy_relocated.join(","));
+            }
+            Err(e) => {
+                say(&format!("cannot isolate libraries for {name}: {e}"));
+                return OWN_FAILURE;
+            }
         }
     }
     let slice = opts.slice.unwrap_or(Duration::MAX);
@@ -240,8 +251,9 @@ extern "C" fn print_stats() {
     linger::critical(|| {
         let snapshot = *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner());
         let s = snapshot.unwrap_or_else(linger::stats);
+        let copied = COPY_RELOCATED.get().filter(|c| !c.is_empty()).map_or(String::new(), |c| format!(" copy_relocated={c}"));
         let line = format!(
-            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={} waits_left={}\n",
+            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={} waits_left={}{copied}\n",
             s.preemptions,
             s.deferred_preemptions,
             s.deferrals,

@@ -25,6 +25,14 @@ fn isolated() -> Builder {
     unsafe { Builder::new().isolated(true) }
 }
 
+/// Runs `f` isolated with no time limit and returns its value.
+fn completed<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match isolated().launch(f, Duration::MAX).unwrap() {
+        Linger::Completion(v) => v,
+        _ => panic!("not completed"),
+    }
+}
+
 const MIB: usize = 1 << 20;
 
 /// Copies 32 MiB `rounds` times with libc's memcpy (the program's call,
@@ -102,26 +110,18 @@ fn a_deadline_inside_libc_is_taken_in_the_libsets_copy() {
 fn errno_set_inside_the_copy_is_the_one_the_program_reads() {
     setup();
     for _ in 0..200 {
-        let l = isolated()
-            .launch(
-                || {
-                    let p = CString::new("/nonexistent/linger").unwrap();
-                    // SAFETY: a valid C string; chdir only reads it.
-                    let r = unsafe { libc::chdir(p.as_ptr()) };
-                    let e1 = std::io::Error::last_os_error().raw_os_error();
-                    let s = CString::new("99999999999999999999999").unwrap();
-                    // SAFETY: a valid C string; strtol reads it.
-                    let v = unsafe { libc::strtol(s.as_ptr(), std::ptr::null_mut(), 10) };
-                    let e2 = std::io::Error::last_os_error().raw_os_error();
-                    (r, e1, v, e2)
-                },
-                Duration::MAX,
-            )
-            .unwrap();
-        match l {
-            Linger::Completion(t) => assert_eq!(t, (-1, Some(libc::ENOENT), libc::c_long::MAX, Some(libc::ERANGE))),
-            _ => panic!("not completed"),
-        }
+        let t = completed(|| {
+            let p = CString::new("/nonexistent/linger").unwrap();
+            // SAFETY: a valid C string; chdir only reads it.
+            let r = unsafe { libc::chdir(p.as_ptr()) };
+            let e1 = std::io::Error::last_os_error().raw_os_error();
+            let s = CString::new("99999999999999999999999").unwrap();
+            // SAFETY: a valid C string; strtol reads it.
+            let v = unsafe { libc::strtol(s.as_ptr(), std::ptr::null_mut(), 10) };
+            let e2 = std::io::Error::last_os_error().raw_os_error();
+            (r, e1, v, e2)
+        });
+        assert_eq!(t, (-1, Some(libc::ENOENT), libc::c_long::MAX, Some(libc::ERANGE)));
     }
 }
 
@@ -182,19 +182,114 @@ fn cancelled_inside_libc_the_libset_is_reset_and_works() {
     let (sum, _, _) = slices(isolated(), copy_rounds(2), Duration::from_millis(1));
     assert_eq!(sum, expected_checksum());
     // Formatting in the copy still works after the resets.
-    let l = isolated()
-        .launch(
-            || {
-                let mut buf = [0u8; 32];
-                // SAFETY: a buffer of that size and a matching format.
-                unsafe { libc::snprintf(buf.as_mut_ptr() as *mut libc::c_char, buf.len(), c"%.3f|%x".as_ptr(), 2.5f64, 255u32) };
-                String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap()]).into_owned()
-            },
-            Duration::MAX,
-        )
-        .unwrap();
-    match l {
-        Linger::Completion(s) => assert_eq!(s, "2.500|ff"),
-        _ => panic!("not completed"),
+    let s = completed(|| {
+        let mut buf = [0u8; 32];
+        // SAFETY: a buffer of that size and a matching format.
+        unsafe { libc::snprintf(buf.as_mut_ptr() as *mut libc::c_char, buf.len(), c"%.3f|%x".as_ptr(), 2.5f64, 255u32) };
+        String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap()]).into_owned()
+    });
+    assert_eq!(s, "2.500|ff");
+}
+
+extern "C" {
+    fn mbrtowc(pwc: *mut libc::wchar_t, s: *const libc::c_char, n: libc::size_t, ps: *mut libc::mbstate_t) -> libc::size_t;
+}
+
+/// The codeset of the calling thread's locale, as libc reports it.
+fn codeset() -> String {
+    // SAFETY: nl_langinfo returns a C string valid until the next call
+    // that changes the locale; copied at once.
+    unsafe { std::ffi::CStr::from_ptr(libc::nl_langinfo(libc::CODESET)) }.to_string_lossy().into_owned()
+}
+
+/// A locale that differs from the program's "C" one in what nl_langinfo
+/// and mbrtowc see, and exists on every glibc since 2.35.
+fn utf8_locale() -> libc::locale_t {
+    // SAFETY: a valid name; a null base makes a new object.
+    let l = unsafe { libc::newlocale(libc::LC_ALL_MASK, c"C.UTF-8".as_ptr(), std::ptr::null_mut()) };
+    assert!(!l.is_null(), "no C.UTF-8 locale");
+    l
+}
+
+#[test]
+fn the_thread_locale_set_inside_the_function_is_the_one_its_libc_reads() {
+    setup();
+    for _ in 0..200 {
+        let (inside, n, wc, after) = completed(|| {
+            let loc = utf8_locale();
+            // SAFETY: a live locale object; the previous one is kept and
+            // given back below.
+            let old = unsafe { libc::uselocale(loc) };
+            let inside = codeset();
+            let mut wc: libc::wchar_t = 0;
+            // SAFETY: zeroes are the initial conversion state.
+            let mut st: libc::mbstate_t = unsafe { std::mem::zeroed() };
+            // SAFETY: two readable bytes, a place for the character.
+            let n = unsafe { mbrtowc(&mut wc, c"\u{e9}".as_ptr(), 2, &mut st) };
+            // SAFETY: `old` came from uselocale; `loc` is no longer used.
+            unsafe {
+                libc::uselocale(old);
+                libc::freelocale(loc);
+            }
+            (inside, n, wc, codeset())
+        });
+        assert_eq!((inside.as_str(), n, wc), ("UTF-8", 2, 0xe9));
+        assert_eq!(after, "ANSI_X3.4-1968");
+    }
+}
+
+#[test]
+fn a_thread_locale_left_by_a_cancelled_function_is_undone_by_the_reset() {
+    setup();
+    for _ in 0..50 {
+        let l = isolated()
+            .launch(
+                || {
+                    // SAFETY: a live locale object, never freed: the reset
+                    // frees it with the libset's other blocks.
+                    unsafe { libc::uselocale(utf8_locale()) };
+                    assert_eq!(codeset(), "UTF-8");
+                    while std::hint::black_box(codeset()) == "UTF-8" {}
+                },
+                Duration::from_millis(2),
+            )
+            .unwrap();
+        assert!(matches!(l, Linger::Continuation(_)));
+        drop(l);
+        // The libset comes back as it was made: the global "C" locale.
+        assert_eq!(completed(codeset), "ANSI_X3.4-1968");
+    }
+}
+
+extern "C" {
+    fn asprintf(out: *mut *mut libc::c_char, format: *const libc::c_char, ...) -> libc::c_int;
+}
+
+#[test]
+fn setlocale_inside_the_function_is_the_locale_of_what_libc_keeps_the_programs() {
+    setup();
+    for _ in 0..100 {
+        let (n, text) = completed(|| {
+            // SAFETY: a valid locale name.
+            assert!(!unsafe { libc::setlocale(libc::LC_ALL, c"C.UTF-8".as_ptr()) }.is_null());
+            // asprintf stays the program's (the caller frees what it
+            // returns); converting a wide 'é' needs a UTF-8 LC_CTYPE.
+            let wide: [libc::wchar_t; 2] = [0xe9, 0];
+            let mut out: *mut libc::c_char = std::ptr::null_mut();
+            // SAFETY: a format that matches its argument, a place for the result.
+            let n = unsafe { asprintf(&mut out, c"%ls".as_ptr(), wide.as_ptr()) };
+            let mut text = Vec::new();
+            if n >= 0 {
+                // SAFETY: asprintf's string, freed once after the copy.
+                unsafe {
+                    text.extend_from_slice(std::ffi::CStr::from_ptr(out).to_bytes());
+                    libc::free(out as *mut libc::c_void);
+                }
+            }
+            // SAFETY: back to the program's locale for the libset's next user.
+            unsafe { libc::setlocale(libc::LC_ALL, c"C".as_ptr()) };
+            (n, text)
+        });
+        assert_eq!((n, text.as_slice()), (2, "\u{e9}".as_bytes()));
     }
 }
