@@ -44,7 +44,19 @@ impl Hasher for AddrHasher {
     }
 }
 
-type Ledger = HashSet<usize, BuildHasherDefault<AddrHasher>>;
+/// What a leased libset's copies did with the heap.
+#[derive(Default)]
+struct Ledger {
+    /// Blocks they allocated and have not freed.
+    blocks: HashSet<usize, BuildHasherDefault<AddrHasher>>,
+    /// Blocks they freed that they had not allocated during this lease
+    /// (made before it, by an earlier lease, or by the program). Freed when
+    /// the lease ends normally; kept when it is reset, because the restored
+    /// snapshot may point at them again: a copy of libc made in a locale
+    /// other than "C" keeps the locale's names in blocks from before its
+    /// snapshot, and a `setlocale` in a cancelled function frees them.
+    held: Vec<usize>,
+}
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY: Mutex<Option<Ledger>> = Mutex::new(None);
@@ -109,15 +121,31 @@ pub(crate) fn open(libset: usize) {
     *LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()) = Some(Ledger::default());
 }
 
-/// Stops recording: the blocks are the caller's now.
+/// Stops recording: the blocks are the caller's now, and the frees the
+/// copies asked for during the lease of blocks they had not allocated in
+/// it are done.
 pub(crate) fn hand_over(libset: usize) -> usize {
-    LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()).take().map_or(0, |l| l.len())
+    let ledger = LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(l) = ledger else { return 0 };
+    let free = REAL.free.load(Ordering::Relaxed);
+    if free != 0 {
+        // SAFETY: `free` is the program's free (looked up at init).
+        let free: unsafe extern "C" fn(*mut c_void) = unsafe { std::mem::transmute(free) };
+        for &p in &l.held {
+            // SAFETY: a live block a copy freed (the free was held back).
+            unsafe { free(p as *mut c_void) };
+        }
+    }
+    l.blocks.len()
 }
 
 /// Frees every block still recorded; returns how many.
 pub(crate) fn reclaim(libset: usize) -> usize {
     let blocks = LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()).take();
-    let Some(blocks) = blocks else { return 0 };
+    let Some(Ledger { blocks, held }) = blocks else { return 0 };
+    // Frees held back stay undone: the restored snapshot may point there.
+    // (A block the caller handed to the library to free is kept too.)
+    drop(held);
     let free = REAL.free.load(Ordering::Relaxed);
     if free != 0 {
         // SAFETY: `free` is the program's free (looked up at init).
@@ -133,7 +161,7 @@ pub(crate) fn reclaim(libset: usize) -> usize {
 
 /// How many blocks `libset` holds now (tests, statistics).
 pub(crate) fn outstanding(libset: usize) -> usize {
-    LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |l| l.len())
+    LEDGERS[libset].lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |l| l.blocks.len())
 }
 
 #[inline(never)]
@@ -143,18 +171,36 @@ fn record(p: *mut c_void) {
         return;
     }
     if let Some(l) = LEDGERS[k].lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        l.insert(p as usize);
+        l.blocks.insert(p as usize);
     }
 }
 
-/// Forgets `p`; true if this libset had recorded it.
+/// What a copy's free of `p` finds in its libset's ledger.
+#[derive(PartialEq, Eq)]
+enum Freed {
+    /// Allocated during this lease: forgotten, free it now.
+    Ours,
+    /// Not allocated during this lease: held until the lease ends.
+    Held,
+    /// No lease (or null, or libset 0): an ordinary free.
+    Plain,
+}
+
+/// Forgets `p` if this lease allocated it, else holds its free back.
 #[inline(never)]
-fn forget(p: *mut c_void) -> bool {
+fn forget(p: *mut c_void) -> Freed {
     let k = dispatch::current();
     if p.is_null() || k == 0 {
-        return false;
+        return Freed::Plain;
     }
-    LEDGERS[k].lock().unwrap_or_else(|e| e.into_inner()).as_mut().is_some_and(|l| l.remove(&(p as usize)))
+    let mut g = LEDGERS[k].lock().unwrap_or_else(|e| e.into_inner());
+    let Some(l) = g.as_mut() else { return Freed::Plain };
+    if l.blocks.remove(&(p as usize)) {
+        Freed::Ours
+    } else {
+        l.held.push(p as usize);
+        Freed::Held
+    }
 }
 
 macro_rules! real {
@@ -188,19 +234,56 @@ unsafe extern "C" fn gotcha_calloc(n: size_t, m: size_t) -> *mut c_void {
 
 #[inline(never)]
 unsafe extern "C" fn gotcha_realloc(p: *mut c_void, n: size_t) -> *mut c_void {
-    // Only a block the libset owns stays recorded: one the caller passed
-    // in goes back to the caller with the call's result.
-    let ours = p.is_null() || forget(p);
-    // SAFETY: forwarded to the program's allocator (see `real!`).
-    let q = unsafe { real!(realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void)(p, n) };
-    if ours {
-        if !q.is_null() {
-            record(q);
-        } else if n != 0 && !p.is_null() {
-            record(p); // failed: `p` is unchanged, still live, still ours
+    if p.is_null() {
+        // SAFETY: as malloc.
+        return unsafe { gotcha_malloc(n) };
+    }
+    match forget(p) {
+        Freed::Ours => {
+            // SAFETY: forwarded to the program's allocator (see `real!`).
+            let q = unsafe { real!(realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void)(p, n) };
+            if !q.is_null() {
+                record(q);
+            } else if n != 0 {
+                record(p); // failed: `p` is unchanged, still live, still ours
+            }
+            std::hint::black_box(q)
+        }
+        // A block from before the lease: its free is held back (see
+        // `Ledger::held`), so the new block is a fresh one.
+        Freed::Held => {
+            if n == 0 {
+                return std::ptr::null_mut(); // realloc(p, 0) frees p
+            }
+            // SAFETY: the program's allocator (see `real!`); `p` is live
+            // (held), `q` fresh, and `usable` bytes of `p` are readable.
+            unsafe {
+                let q = gotcha_malloc(n);
+                if q.is_null() {
+                    unhold(p); // failed: `p` stays the caller's, unchanged
+                    return q;
+                }
+                let usable = libc::malloc_usable_size(p);
+                std::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, usable.min(n));
+                std::hint::black_box(q)
+            }
+        }
+        Freed::Plain => {
+            // SAFETY: forwarded to the program's allocator (see `real!`).
+            unsafe { real!(realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void)(p, n) }
         }
     }
-    std::hint::black_box(q)
+}
+
+/// Takes back a held free (a failed realloc leaves its block as it was).
+#[inline(never)]
+fn unhold(p: *mut c_void) {
+    let k = dispatch::current();
+    if let Some(l) = LEDGERS[k].lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(i) = l.held.iter().rposition(|&h| h == p as usize) {
+            l.held.swap_remove(i);
+        }
+    }
 }
 
 #[inline(never)]
@@ -216,9 +299,10 @@ unsafe extern "C" fn gotcha_reallocarray(p: *mut c_void, n: size_t, m: size_t) -
 
 #[inline(never)]
 unsafe extern "C" fn gotcha_free(p: *mut c_void) {
-    forget(p);
-    // SAFETY: forwarded to the program's allocator (see `real!`).
-    unsafe { real!(free: unsafe extern "C" fn(*mut c_void))(p) };
+    if forget(p) != Freed::Held {
+        // SAFETY: forwarded to the program's allocator (see `real!`).
+        unsafe { real!(free: unsafe extern "C" fn(*mut c_void))(p) };
+    }
     std::hint::black_box(());
 }
 
