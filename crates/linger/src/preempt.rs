@@ -964,7 +964,7 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
 
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
-fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
+pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
     let sigreturn = crate::unwind::sigreturn();
     let mut a = (from + 7) & !7;
     while a < entry {
