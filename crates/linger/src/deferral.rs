@@ -85,6 +85,9 @@ struct State {
     /// marker on its stack (gone once it returned or was left by `longjmp`),
     /// and the stack pointer where it calls the program's handlers.
     delivering: Cell<(usize, u64, usize)>,
+    /// What the handlers such flushes are running add to the mask (their
+    /// `sa_mask` and signal): held signals they block wait for them.
+    inflight: Cell<u64>,
 }
 
 thread_local! {
@@ -98,10 +101,21 @@ struct Owner(Cell<*mut State>);
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // The main thread's destructors run inside `exit`, before the
+        // program's `atexit` handlers: its signals stay held there.
+        // SAFETY: getpid and gettid have no preconditions.
+        if unsafe { libc::gettid() == libc::getpid() } {
+            return;
+        }
         let p = self.0.replace(std::ptr::null_mut());
         if p.is_null() {
             return;
         }
+        // Another thread ends: what glibc does after this (freeing its
+        // malloc cache under the arena lock) would run a handler unheld.
+        // Its signals wait from now on; one sent to the process goes to
+        // another thread.
+        sigmask::hold();
         let _ = STATE.try_with(|s| s.set(std::ptr::null()));
         compiler_fence(Ordering::SeqCst);
         // SAFETY: allocated by `enter_thread`, unpublished just above; the
@@ -601,9 +615,13 @@ fn flush(st: &State, mut ctx: Context) {
     let nested = at != 0 && sp < below && unsafe { std::ptr::read_volatile(at as *const u64) } == value;
     if !nested {
         st.delivering.set((mark, marker, sp));
+        st.inflight.set(0);
     }
+    // Held signals the code here blocks: its own mask (without what we
+    // blocked), and the masks of the handlers it runs inside.
+    let blocking = program | st.inflight.get();
     // The ones we blocked (no room in the ring) are no handler's.
-    while let Some(e) = take(st, if nested { program } else { 0 }) {
+    while let Some(e) = take(st, if nested { blocking } else { 0 }) {
         st.retries.set(0);
         if st.len.get() > 0 {
             // The handler may leave by `longjmp`: the rest must not wait
@@ -617,6 +635,11 @@ fn flush(st: &State, mut ctx: Context) {
             Context::Signal(uc) => *uc as *mut libc::ucontext_t as *mut c_void,
             Context::Trap { pc, sp } => fake.at(*pc, *sp, program),
         };
+        // Set before the handler can be interrupted: a flush nested in it
+        // (at a trap in its library calls, or the timer's, even before its
+        // first instruction) must leave what it blocks for later, the
+        // instances of its own signal behind it first of all.
+        let inflight = st.inflight.replace(st.inflight.get() | handler_mask(e.sig, &e.action));
         compiler_fence(Ordering::SeqCst);
         st.busy.set(false);
         sigmask::set(m);
@@ -624,6 +647,7 @@ fn flush(st: &State, mut ctx: Context) {
         sigmask::hold();
         st.busy.set(true);
         compiler_fence(Ordering::SeqCst);
+        st.inflight.set(inflight);
     }
     if !nested {
         st.delivering.set((0, 0, 0));
@@ -695,6 +719,7 @@ extern "C" fn forget_in_child() {
         st.len.set(0);
         st.retries.set(0);
         st.delivering.set((0, 0, 0));
+        st.inflight.set(0);
         // SAFETY: a raw rt_sigprocmask unblocking what we blocked.
         unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_UNBLOCK, &blocked as *const u64, std::ptr::null_mut::<u64>(), 8usize) };
     }
