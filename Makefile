@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-valgrind test-stalls compat bench bench-turquoise header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -98,6 +98,14 @@ bench:
 # poll: about 8 minutes; replaces its section of docs/benchmarks.md.
 bench-turquoise:
 	$(CARGO) run --release -p turquoise-bench -- --write-docs
+
+# gotcha's library isolation: the libpng decompression bomb (paper Figure 5)
+# and the cost of calls into isolated libraries (paper Table 3), about 6
+# minutes; replaces section 8 of docs/benchmarks.md (`--quick`: well under
+# a minute, stdout only).
+bench-gotcha:
+	$(CARGO) build --release -p gotcha-bench
+	$${CARGO_TARGET_DIR:-target}/release/gotcha-bench --write-docs
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

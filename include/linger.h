@@ -60,7 +60,9 @@ typedef struct linger_opts_t {
   bool leave_blocked;
   // Run the function in a libset of its own, so that deadlines inside
   // the isolated libraries are taken there (see `linger_isolate` and
-  // `Builder::isolated`). Cancelling it resets the libset.
+  // `Builder::isolated`). Cancelling it resets the libset: nothing the
+  // isolated libraries made or allocated inside the function may be used
+  // outside it.
   bool isolated;
   // With `isolated`, when every libset is in use: `LINGER_NO_LIBSET_FAIL`
   // (0, the launch fails with `EAGAIN`), `LINGER_NO_LIBSET_SHARE` (run with

@@ -411,6 +411,16 @@ run_cli() {
     cli "argv0 with slice" "exit 0" "out:other name|" "$lr" --slice 20us --argv0 "other name" -- /bin/sh -c 'printf "%s|" "$0"'
     cli "argv0 default" "exit 0" "out:/bin/sh|" "$lr" -- /bin/sh -c 'printf "%s|" "$0"'
     cli "missing argv0" "exit 2" usage "$lr" --argv0
+    cli "missing isolate" "exit 2" usage "$lr" --isolate
+    cli "empty isolate" "exit 2" usage "$lr" --isolate , -- /bin/true
+    cli "isolate libc" "exit 125" "names:libc.so.6" "$lr" --isolate libc -- /bin/true
+    cli "isolate a library not loaded" "exit 125" "names:libnosuchlibrary" "$lr" --isolate libnosuchlibrary -- /bin/true
+    # The assembler uses libbfd's variables: named, it is refused; with
+    # `all` it stays shared and the assembler works.
+    if command -v as >/dev/null; then
+        cli "isolate a library whose variables the program uses" "exit 125" "names:_bfd_std_section" "$lr" --isolate libbfd -- as --version
+        cli "isolate all with such a library" "exit 0" - "$lr" --isolate all --slice 20us -- as -o /dev/null /dev/null
+    fi
 }
 if wanted "cli"; then
     run_cli

@@ -78,11 +78,12 @@ pub struct Report {
     pub functions: usize,
     /// GOT slots and function pointers redirected to the stubs.
     pub slots: usize,
-    /// Variables of theirs the program refers to directly: shared with
-    /// every libset (see `docs/safety.md`).
-    pub shared_variables: Vec<String>,
+    /// Libraries `all` left shared, with why: the program uses their
+    /// variables directly (see `docs/safety.md`, "gotcha").
+    pub excluded: Vec<(String, String)>,
     /// Variables moved into the executable by `COPY` relocations (built
-    /// without `-fpic`): shared, and a warning was printed.
+    /// without `-fpic`) from libraries `all` would have copied: those
+    /// libraries stay shared (listed in `excluded`).
     pub copy_relocated: Vec<String>,
 }
 
@@ -102,10 +103,10 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
         }
         return Err(Error::AlreadyIsolating(format!("{s:?}")));
     }
+    // A COPY-relocated variable of a named library fails `install` with
+    // the variable named; with `all` its library is left shared, listed in
+    // the report (nothing is printed into the program's stderr).
     let r = relink::install(sel)?;
-    for v in &r.copy_relocated {
-        eprintln!("gotcha: warning: {v} is COPY-relocated into the executable (built without -fpic): every libset shares it");
-    }
     *g = Some((sel.clone(), r.clone()));
     ACTIVE.store(true, Ordering::Release);
     GENERATION.fetch_add(1, Ordering::Release);

@@ -35,7 +35,8 @@ struct Copy {
 }
 
 struct Libset {
-    copies: Vec<Copy>,
+    /// Never changed once made: a reset reads it outside the pool's lock.
+    copies: Arc<[Copy]>,
     bytes: usize,
     /// `dlmopen` handles of the isolated libraries, in the plan's order
     /// (kept open: the libset lives as long as the process).
@@ -188,9 +189,14 @@ impl Lease {
     /// was cancelled, and nothing it left behind will call into it again.
     pub fn reset(self) -> ResetReport {
         let t = Instant::now();
-        let mut p = pool();
-        let set = &p.sets[self.index - 1];
-        for c in &set.copies {
+        // Not under the pool's lock: a launch leasing another libset must
+        // not wait for this one's restore.
+        let (copies, bytes) = {
+            let p = pool();
+            let set = &p.sets[self.index - 1];
+            (set.copies.clone(), set.bytes)
+        };
+        for c in copies.iter() {
             for (at, bytes) in &c.snapshot {
                 // SAFETY: a writable range of the copy's image, the size it
                 // had when the snapshot was taken; no code of this libset
@@ -198,9 +204,9 @@ impl Lease {
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), *at as *mut u8, bytes.len()) };
             }
         }
-        let bytes = set.bytes;
         let blocks = heap::reclaim(self.index);
         let duration = t.elapsed();
+        let mut p = pool();
         p.stats.resets += 1;
         p.stats.blocks_reclaimed += blocks as u64;
         p.stats.last_reset_ns = duration.as_nanos() as u64;
@@ -307,7 +313,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
     CODE.lock().unwrap_or_else(|e| e.into_inner()).extend(copies.iter().flat_map(|c| c.exec.iter().copied()));
     OBJECTS.lock().unwrap_or_else(|e| e.into_inner()).extend(objects);
     // The handles stay open for the life of the process: the libset is reused.
-    Ok(Libset { copies, bytes, handles: handles.iter().map(|&h| h as usize).collect() })
+    Ok(Libset { copies: copies.into(), bytes, handles: handles.iter().map(|&h| h as usize).collect() })
 }
 
 fn find(h: *mut c_void, name: &str, version: Option<&str>) -> usize {

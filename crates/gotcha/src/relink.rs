@@ -114,7 +114,7 @@ type Slot = (usize, usize, i64);
 
 /// The slots of `o` (a program object, not isolated) bound to functions
 /// of isolated libraries, adding the functions to `plan.routed`.
-fn scan(o: &Loaded, info: &Info, plan: &mut Plan, shared_variables: &mut Vec<String>) -> Vec<Slot> {
+fn scan(o: &Loaded, info: &Info, plan: &mut Plan, variables: &mut Vec<(usize, String)>) -> Vec<Slot> {
     let extent = abs(o, info.extent());
     let mut mine = Vec::new();
     for r in &info.relocs {
@@ -134,7 +134,7 @@ fn scan(o: &Loaded, info: &Info, plan: &mut Plan, shared_variables: &mut Vec<Str
         let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
         let Some(lib) = plan.isolated.iter().position(|l| within(&l.extent, target)) else { continue };
         if !plan.isolated[lib].exec.iter().any(|e| within(e, target)) {
-            shared_variables.push(s.name.clone());
+            variables.push((lib, s.name.clone()));
             continue;
         }
         let ri = *plan.by_target.entry(target).or_insert_with(|| {
@@ -144,6 +144,22 @@ fn scan(o: &Loaded, info: &Info, plan: &mut Plan, shared_variables: &mut Vec<Str
         mine.push((slot, ri, if r.kind == Kind::Abs64 { r.addend } else { 0 }));
     }
     mine
+}
+
+/// Does isolated library `l` define `name` itself?
+fn defines(l: &Isolated, name: &str) -> bool {
+    let (Ok(path), Ok(n)) = (CString::new(l.obj.name.as_str()), CString::new(name)) else { return false };
+    // SAFETY: RTLD_NOLOAD only looks the loaded library up; the handle is
+    // closed again (the library stays loaded: the program linked it).
+    unsafe {
+        let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return false;
+        }
+        let p = libc::dlsym(h, n.as_ptr()) as usize;
+        libc::dlclose(h);
+        within(&l.extent, p)
+    }
 }
 
 /// Gives stubs to the routed functions from `from` on, and points the
@@ -209,39 +225,66 @@ pub(crate) fn install(sel: &Selection) -> Result<Report, Error> {
     if let Some((w, _)) = wanted.iter().find(|(_, found)| !found) {
         return Err(Error::NotLoaded(w.clone()));
     }
-    let mut plan = Plan { isolated, routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds };
-    plan.seen.extend(base.iter().map(|o| o.bias));
-    let mut shared_variables = Vec::new();
+    // A library whose variables the program uses directly cannot follow
+    // the function into a libset: the program would read its own copy's
+    // variables while the libset's code uses the libset's (the assembler's
+    // `bfd_abs_section` found this). `all` leaves such libraries shared;
+    // naming one is refused.
+    let mut excluded = Vec::new();
     let mut copy_relocated = Vec::new();
-    let mut writes = Vec::new();
-    for (oi, (o, info)) in others.iter().enumerate() {
-        let b = o.base_name();
-        // libc and the loader never call into application libraries.
-        if plan.isolated.is_empty() || b.starts_with("libc.so") || b.starts_with("ld-linux") {
-            continue;
-        }
-        let mine = scan(o, info, &mut plan, &mut shared_variables);
-        if oi == 0 {
-            // The executable (always first, never isolated).
-            for c in &info.copied {
-                let t = lookup(c, None);
-                if plan.isolated.iter().any(|l| within(&l.extent, t)) || t == 0 {
-                    copy_relocated.push(c.clone());
+    let (mut plan, writes) = loop {
+        let mut plan = Plan { isolated: isolated.clone(), routed: Vec::new(), by_target: HashMap::new(), seen: HashSet::new(), adds };
+        plan.seen.extend(base.iter().map(|o| o.bias));
+        let mut variables: Vec<(usize, String)> = Vec::new();
+        let mut writes = Vec::new();
+        for (oi, (o, info)) in others.iter().enumerate() {
+            let b = o.base_name();
+            // libc and the loader never call into application libraries.
+            if plan.isolated.is_empty() || b.starts_with("libc.so") || b.starts_with("ld-linux") {
+                continue;
+            }
+            let mine = scan(o, info, &mut plan, &mut variables);
+            if oi == 0 {
+                // The executable (always first, never isolated): variables
+                // moved into it by COPY relocations.
+                for c in &info.copied {
+                    if let Some(li) = plan.isolated.iter().position(|l| defines(l, c)) {
+                        variables.push((li, c.clone()));
+                        copy_relocated.push(c.clone());
+                    }
                 }
             }
+            if !mine.is_empty() {
+                writes.push((o.clone(), info.clone(), mine));
+            }
         }
-        if !mine.is_empty() {
-            writes.push((o.clone(), info.clone(), mine));
+        if variables.is_empty() {
+            break (plan, writes);
         }
-    }
+        let mut offenders: Vec<usize> = variables.iter().map(|v| v.0).collect();
+        offenders.sort_unstable();
+        offenders.dedup();
+        for &li in offenders.iter().rev() {
+            let mut names: Vec<&str> = variables.iter().filter(|v| v.0 == li).map(|v| v.1.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            let lib = isolated.remove(li);
+            let reason = format!("the program uses its variables directly ({}), which would stay the program's copy", names.join(", "));
+            if matches!(sel, Selection::Libraries(_)) {
+                return Err(Error::Uncopyable { library: lib.obj.name.clone(), reason });
+            }
+            excluded.push((lib.obj.name.clone(), reason));
+            others.push((lib.obj, lib.info));
+        }
+    };
     let slots = publish(&mut plan, 0, &writes)?;
-    shared_variables.sort();
-    shared_variables.dedup();
+    copy_relocated.sort();
+    copy_relocated.dedup();
     let report = Report {
         libraries: plan.isolated.iter().map(|l| l.obj.name.clone()).collect(),
         functions: plan.routed.len(),
         slots,
-        shared_variables,
+        excluded,
         copy_relocated,
     };
     *PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(plan));
@@ -262,14 +305,16 @@ pub(crate) fn refresh() -> Result<usize, Error> {
     plan.adds = adds;
     let from = plan.routed.len();
     let mut writes = Vec::new();
-    let mut shared_variables = Vec::new();
+    let mut variables = Vec::new();
     for o in objects::base() {
         if !plan.seen.insert(o.bias) {
             continue;
         }
         let Some(path) = &o.path else { continue };
         let info = info(path)?;
-        let mine = scan(&o, &info, &mut plan, &mut shared_variables);
+        // (A library loaded later that uses an isolated library's
+        // variables reads the program's copy of them: documented.)
+        let mine = scan(&o, &info, &mut plan, &mut variables);
         if !mine.is_empty() {
             writes.push((o, info, mine));
         }

@@ -158,11 +158,13 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     // is stopped (handled on its own stack when it resumes, they can still
     // interrupt the call it was blocked in), and by default a wait is left
     // alone: stopping it would only cost CPU time.
-    let builder = linger::Builder::new()
+    // SAFETY (of `isolated`): main's libset is never reset: linger-run
+    // never cancels main, and the program's threads share main's libset
+    // (threads.rs), so what its libraries make is used only in that libset.
+    let builder = unsafe { linger::Builder::new().isolated(opts.isolate.is_some()) }
         .stack_size(opts.stack_size)
         .hold_signals(true)
         .preempt_blocked(opts.preempt_blocked)
-        .isolated(opts.isolate.is_some())
         // Nothing else competes for libsets; should none be made, the
         // program still runs, deferred inside its libraries as without.
         .when_no_libset(linger::Exhausted::Share);

@@ -54,7 +54,9 @@ pub struct linger_opts_t {
     pub leave_blocked: bool,
     /// Run the function in a libset of its own, so that deadlines inside
     /// the isolated libraries are taken there (see `linger_isolate` and
-    /// `Builder::isolated`). Cancelling it resets the libset.
+    /// `Builder::isolated`). Cancelling it resets the libset: nothing the
+    /// isolated libraries made or allocated inside the function may be used
+    /// outside it.
     pub isolated: bool,
     /// With `isolated`, when every libset is in use: `LINGER_NO_LIBSET_FAIL`
     /// (0, the launch fails with `EAGAIN`), `LINGER_NO_LIBSET_SHARE` (run with
@@ -297,8 +299,11 @@ pub unsafe extern "C-unwind" fn linger_launch_opts(
     let mut b = unsafe { Builder::new().migratable(o.migratable) }
         .hold_signals(o.hold_signals)
         .preempt_blocked(!o.leave_blocked)
-        .isolated(o.isolated)
         .when_no_libset(no_libset);
+    // SAFETY: the C caller promises with `isolated` that nothing the
+    // isolated libraries made inside the function is used outside it
+    // (documented on the field).
+    b = unsafe { b.isolated(o.isolated) };
     // SAFETY: the C caller asserts with `reuse_stack` that nothing points
     // into the function's stack once it is cancelled (documented on the field).
     b = unsafe { b.reuse_stack_on_cancel(o.reuse_stack) };

@@ -21,8 +21,19 @@ pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
     Ok(r)
 }
 
-/// A libset for a function about to be launched isolated.
-pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<gotcha::Lease>, Error> {
+/// Makes libsets ahead of time, until `n` exist or the loader refuses
+/// (about a millisecond each: otherwise the first isolated launches pay
+/// it). Returns how many exist. Isolates `LINGER_ISOLATE` (or `all`) first
+/// if nothing was isolated yet.
+pub fn prepare_libsets(n: usize) -> Result<usize, Error> {
+    let _scope = crate::runtime::Scope::enter();
+    ensure_isolating()?;
+    let made = gotcha::Lease::prepare(n)?;
+    crate::ranges::note_new_code();
+    Ok(made)
+}
+
+fn ensure_isolating() -> Result<(), Error> {
     if !gotcha::is_isolating() {
         let sel = match gotcha::Selection::from_env() {
             Some(s) => s?,
@@ -33,6 +44,12 @@ pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<go
             Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
+}
+
+/// A libset for a function about to be launched isolated.
+pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<gotcha::Lease>, Error> {
+    ensure_isolating()?;
     // Objects `dlopen`ed since the last launch: their calls into isolated
     // libraries must reach the libset too.
     gotcha::refresh()?;

@@ -65,7 +65,7 @@ use std::time::Duration;
 pub use config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
 pub use error::Error;
 pub use gotcha::{Exhausted, Selection};
-pub use isolation::isolate;
+pub use isolation::{isolate, prepare_libsets};
 pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
 
@@ -263,12 +263,23 @@ impl Builder {
     /// like anywhere in its own code instead of waiting for the library
     /// call to return. Cancelling the function resets its libset (and frees
     /// what the libraries allocated for it); a function that completes
-    /// hands it back as it is. Objects a library made inside the function
-    /// (a `png_struct`, an sqlite handle) belong to that libset: use them
-    /// only inside the same function. If nothing was isolated yet, the
-    /// first isolated launch isolates `LINGER_ISOLATE` (default: `all`).
-    /// See "gotcha" in `docs/safety.md` for what becomes preemptible.
-    pub fn isolated(mut self, yes: bool) -> Builder {
+    /// hands it back as it is. If nothing was isolated yet, the first
+    /// isolated launch isolates `LINGER_ISOLATE` (default: `all`). See
+    /// "gotcha" in `docs/safety.md` for what becomes preemptible.
+    ///
+    /// # Safety
+    /// What the isolated libraries make inside the function belongs to its
+    /// libset, which a cancel resets and frees, and which other functions
+    /// use after this one. The caller promises that nothing the libraries
+    /// made or allocated inside the function (a `png_struct`, an sqlite
+    /// connection, a buffer from the library's allocator, or a value of a
+    /// wrapper crate holding one) is used outside the function: not handed
+    /// out through a channel, a shared structure or a borrow while the
+    /// function may still be cancelled, and not returned to be used after
+    /// it completes. Plain data the function computes and copies out (the
+    /// decoded pixels in a caller's buffer, a query's numbers) is the
+    /// caller's as usual.
+    pub unsafe fn isolated(mut self, yes: bool) -> Builder {
         self.isolated = yes;
         self
     }
@@ -346,7 +357,7 @@ impl Builder {
         if self.hold_signals && self.migratable {
             return Err(Error::Config("a function that holds signals cannot be migratable".into()));
         }
-        let lease = if self.isolated { isolation::lease(self.no_libset, &cfg)? } else { None };
+        let lease = if self.isolated { isolation::lease(self.no_libset, cfg)? } else { None };
         let opts = runtime::LaunchOptions {
             migratable: self.migratable,
             hold_signals: self.hold_signals,

@@ -639,6 +639,8 @@ impl<T> Inner<T> {
         self.release_trap();
         // SAFETY: read while the stack (and the frame in its header) is ours.
         let reserve_open = self.co.is_some() && unsafe { self.frame.as_ref() }.reserve_open.get();
+        // SAFETY: as above.
+        let foreign = self.co.is_some() && unsafe { self.frame.as_ref() }.home.get() != thread_key();
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
             let stack = co.into_stack();
@@ -648,7 +650,7 @@ impl<T> Inner<T> {
             if reserve_open && !stack.close_reserve() {
                 stack.abandon(0);
             } else {
-                stack.recycle();
+                stack.recycle(foreign);
             }
         }
     }

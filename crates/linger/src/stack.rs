@@ -31,6 +31,9 @@ const MADV_GUARD_REMOVE: libc::c_int = 103;
 pub(crate) const RESERVE: usize = 64 * 1024;
 /// Stacks kept per thread for reuse.
 const POOL_PER_THREAD: usize = 64;
+/// Stacks given back by threads that did not run them, for any thread.
+const SHARED_POOL: usize = 64;
+static SHARED: std::sync::Mutex<Vec<PooledStack>> = std::sync::Mutex::new(Vec::new());
 /// Bytes reserved at the top of each stack for the runtime's per-function
 /// record (`Frame`), so a launch needs no heap allocation.
 pub(crate) const HEADER: usize = 1024;
@@ -91,8 +94,18 @@ impl PooledStack {
         });
         match reused {
             Ok(Some(s)) => Ok(s),
-            _ => Self::map(size),
+            _ => match Self::from_shared(size) {
+                Some(s) => Ok(s),
+                None => Self::map(size),
+            },
         }
+    }
+
+    /// A stack another thread gave back (see [`PooledStack::recycle`]).
+    fn from_shared(size: usize) -> Option<PooledStack> {
+        let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        let i = p.iter().rposition(|s| s.usable() == size)?;
+        Some(p.swap_remove(i))
     }
 
     fn map(size: usize) -> io::Result<PooledStack> {
@@ -204,8 +217,17 @@ impl PooledStack {
         std::mem::forget(self);
     }
 
-    /// Gives the stack back to this thread's pool (or unmaps it).
-    pub(crate) fn recycle(self) {
+    /// Gives the stack back to this thread's pool, or, from a thread that
+    /// did not run the function (a reaper cancelling what others launched),
+    /// to the process's shared pool, where launches on every thread find
+    /// it: kept in the reaper's own pool it would never be used again,
+    /// and every launch would map a fresh stack (tens of microseconds).
+    /// Unmapped when the pool has no room.
+    pub(crate) fn recycle(self, foreign: bool) {
+        if foreign {
+            self.share();
+            return;
+        }
         // Moved straight into the pool: a detour through an `Option` cost a
         // store-forwarding stall on every launch. When the pool is full (or
         // gone, then the closure is dropped unrun), the stack drops here and
@@ -219,6 +241,13 @@ impl PooledStack {
                 p.push(self);
             }
         });
+    }
+
+    fn share(self) {
+        let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() < SHARED_POOL && p.try_reserve(1).is_ok() {
+            p.push(self);
+        }
     }
 }
 

@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use linger::{Builder, Linger};
 
+/// A builder for isolated launches.
+fn isolated() -> Builder {
+    // SAFETY: the functions here use what zlib makes (its inflate state)
+    // only inside themselves and copy plain bytes out.
+    unsafe { Builder::new().isolated(true) }
+}
+
 #[link(name = "z")]
 extern "C" {
     fn compress(dest: *mut u8, dest_len: *mut libc::c_ulong, src: *const u8, src_len: libc::c_ulong) -> libc::c_int;
@@ -77,7 +84,7 @@ fn a_deadline_inside_an_isolated_library_is_taken_there() {
     let bomb = bomb();
     for _ in 0..5 {
         let mut out = out_buffer();
-        let mut l = Builder::new().isolated(true).launch(inflate(bomb.clone(), &mut out), Duration::from_millis(1)).unwrap();
+        let mut l = isolated().launch(inflate(bomb.clone(), &mut out), Duration::from_millis(1)).unwrap();
         assert!(l.is_continuation(), "96 MiB inflated in 1 ms?");
         assert!(!finished(&out), "stopped only once zlib had returned: the copy was deferred");
         assert_eq!(linger::last_preemption().map(|p| p.deferred), Some(false));
@@ -114,7 +121,7 @@ fn cancelled_inside_the_library_the_libset_is_reset_and_reused() {
     for i in 0..40u64 {
         out[BIG - 1] = 1;
         let timeout = Duration::from_micros(100 + (i * 7919) % 3000);
-        let l = Builder::new().isolated(true).launch(inflate(bomb.clone(), &mut out), timeout).unwrap();
+        let l = isolated().launch(inflate(bomb.clone(), &mut out), timeout).unwrap();
         inside += usize::from(l.is_continuation() && !finished(&out));
         drop(l); // cancels it wherever it stopped
     }
@@ -124,7 +131,7 @@ fn cancelled_inside_the_library_the_libset_is_reset_and_reused() {
     // zlib's inflate state and window, allocated inside `uncompress`, were freed.
     assert!(after.libset_blocks_freed - before.libset_blocks_freed >= inside as u64, "{after:?}");
     // The libset still works, and so does the program's own zlib.
-    let l = Builder::new().isolated(true).launch(inflate(bomb.clone(), &mut out), Duration::MAX).unwrap();
+    let l = isolated().launch(inflate(bomb.clone(), &mut out), Duration::MAX).unwrap();
     assert!(matches!(l, Linger::Completion(true)));
     assert!(out.iter().all(|&b| b == 0));
     out.fill(1);
@@ -166,7 +173,7 @@ fn a_library_loaded_later_calls_the_libsets_copy_too() {
     // SAFETY: zlib's API.
     let base = unsafe { zlibVersion() } as usize;
     assert_eq!(f() as usize, base, "outside isolated functions: the program's own zlib");
-    let (mine, via_plugin) = match Builder::new().isolated(true).launch(move || (unsafe { zlibVersion() } as usize, f() as usize), Duration::MAX).unwrap() {
+    let (mine, via_plugin) = match isolated().launch(move || (unsafe { zlibVersion() } as usize, f() as usize), Duration::MAX).unwrap() {
         Linger::Completion(v) => v,
         _ => panic!(),
     };

@@ -8,6 +8,13 @@ use std::time::{Duration, Instant};
 
 use linger::{pause, Builder, Error, Exhausted, Linger, Selection};
 
+/// A builder for isolated launches.
+fn isolated() -> Builder {
+    // SAFETY: the functions here call no isolated library, or only
+    // zlibVersion, whose static string they return as an address to compare.
+    unsafe { Builder::new().isolated(true) }
+}
+
 #[link(name = "z")]
 extern "C" {
     fn zlibVersion() -> *const u8;
@@ -35,7 +42,7 @@ fn fill() -> (Vec<Linger<usize>>, Error) {
             pause();
             gotcha::current_libset()
         };
-        match Builder::new().isolated(true).launch(f, Duration::MAX) {
+        match isolated().launch(f, Duration::MAX) {
             Ok(l) => {
                 assert!(l.is_continuation());
                 held.push(l);
@@ -63,11 +70,11 @@ fn isolation_cases() {
             println!("libsets: {}", held.len());
             println!("error: {e}");
             // Share: runs with the program's own libraries.
-            let l = Builder::new().isolated(true).when_no_libset(Exhausted::Share).launch(gotcha::current_libset, Duration::MAX).unwrap();
+            let l = isolated().when_no_libset(Exhausted::Share).launch(gotcha::current_libset, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(0)));
             // Wait: fails after the wait when nothing is released...
             let t = Instant::now();
-            let e = Builder::new().isolated(true).when_no_libset(Exhausted::Wait(Duration::from_millis(30))).launch(|| 1, Duration::MAX).unwrap_err();
+            let e = isolated().when_no_libset(Exhausted::Wait(Duration::from_millis(30))).launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Isolation(gotcha::Error::NoLibset { .. })), "{e}");
             assert!(t.elapsed() >= Duration::from_millis(30));
             // ...and succeeds once another thread cancels a function.
@@ -76,8 +83,7 @@ fn isolation_cases() {
                 std::thread::sleep(Duration::from_millis(50));
                 drop(last);
             });
-            let l = Builder::new()
-                .isolated(true)
+            let l = isolated()
                 .when_no_libset(Exhausted::Wait(Duration::from_secs(60)))
                 .launch(gotcha::current_libset, Duration::MAX)
                 .unwrap();
@@ -106,18 +112,29 @@ fn isolation_cases() {
             assert!(matches!(e, Error::Isolation(gotcha::Error::AlreadyIsolating(_))), "{e}");
             linger::isolate(&Selection::parse("libz").unwrap()).unwrap();
             // SAFETY: zlib's API.
-            let l = Builder::new().isolated(true).launch(|| unsafe { zlibVersion() } as usize, Duration::MAX).unwrap();
+            let l = isolated().launch(|| unsafe { zlibVersion() } as usize, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(p) if p != 0));
+        }
+        "prepare" => {
+            linger::isolate(&Selection::parse("libz").unwrap()).unwrap();
+            assert_eq!(linger::prepare_libsets(3).unwrap(), 3);
+            assert_eq!(gotcha::stats().libsets, 3);
+            let l = isolated().launch(gotcha::current_libset, Duration::MAX).unwrap();
+            assert!(matches!(l, Linger::Completion(n) if (1..=3).contains(&n)));
+            assert_eq!(gotcha::stats().libsets, 3, "the launch made another libset");
+            // Asking for more than glibc allows stops where the loader does.
+            let n = linger::prepare_libsets(100).unwrap();
+            assert!((3..=15).contains(&n), "{n}");
         }
         "env" => {
             // LINGER_ISOLATE names what the first isolated launch isolates.
-            let l = Builder::new().isolated(true).launch(gotcha::current_libset, Duration::MAX).unwrap();
+            let l = isolated().launch(gotcha::current_libset, Duration::MAX).unwrap();
             assert!(matches!(l, Linger::Completion(n) if n > 0));
             let e = linger::isolate(&Selection::parse("libpng16").unwrap()).unwrap_err();
             assert!(matches!(e, Error::Isolation(gotcha::Error::AlreadyIsolating(_))), "{e}");
         }
         "bad-env" => {
-            let e = Builder::new().isolated(true).launch(|| 1, Duration::MAX).unwrap_err();
+            let e = isolated().launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Isolation(_)), "{e}");
             println!("bad env: {e}");
         }
@@ -141,6 +158,11 @@ fn the_namespace_tunable_gives_more_libsets() {
     let tuned: usize = line(&out, "libsets:").parse().unwrap();
     assert!(tuned > plain, "{plain} libsets without the tunable, {tuned} with it");
     assert!(line(&out, "error:").contains("namespaces"), "{out}");
+}
+
+#[test]
+fn libsets_can_be_made_ahead_of_time() {
+    run_case("prepare", &[]);
 }
 
 #[test]

@@ -13,6 +13,13 @@ mod png;
 
 use png::Out;
 
+/// A builder for isolated launches.
+fn isolated() -> Builder {
+    // SAFETY: the functions here use what libpng makes only inside
+    // themselves and copy plain pixels out.
+    unsafe { Builder::new().isolated(true) }
+}
+
 /// A 1024 x 768 RGB picture that does not compress to nothing.
 fn encoded() -> Arc<Vec<u8>> {
     static ONCE: Once = Once::new();
@@ -71,7 +78,7 @@ fn preempted_every_20_to_100_us_inside_libpng_the_pixels_are_right() {
     let (mut stops, mut inside) = (0u64, 0u64);
     for _ in 0..25 {
         let p = png.clone();
-        let mut l = Builder::new().isolated(true).launch(move || decode(&p), slice(&mut rng)).unwrap();
+        let mut l = isolated().launch(move || decode(&p), slice(&mut rng)).unwrap();
         while l.is_continuation() {
             stops += 1;
             inside += u64::from(linger::last_preemption().is_some_and(|p| !p.deferred));
@@ -92,8 +99,7 @@ fn launch_decode(png: &Arc<Vec<u8>>, out: &mut [u8], timeout: Duration) -> Linge
     let (p, o) = (png.clone(), Out(out.as_mut_ptr()));
     // SAFETY: the function pins nothing and registers no stack address
     // anywhere: it only calls libpng, whose state is reset with its libset.
-    unsafe { Builder::new().reuse_stack_on_cancel(true) }
-        .isolated(true)
+    unsafe { isolated().reuse_stack_on_cancel(true) }
         .launch(
             move || {
                 let o = o;

@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use linger::{Builder, Linger};
 
+/// A builder for isolated launches.
+fn isolated() -> Builder {
+    // SAFETY: the functions here open, use and close their own sqlite
+    // connection inside themselves and return a number.
+    unsafe { Builder::new().isolated(true) }
+}
+
 #[link(name = "sqlite3")]
 extern "C" {
     fn sqlite3_open(path: *const c_char, db: *mut *mut c_void) -> c_int;
@@ -117,7 +124,7 @@ fn preempted_queries_give_the_plain_answer_while_the_caller_uses_sqlite() {
     mine.exec("CREATE TABLE c(a INTEGER, b INTEGER)");
     let (mut rng, mut n, mut stops, mut inside) = (3, 0, 0, 0);
     for _ in 0..20 {
-        let mut l = Builder::new().isolated(true).launch(workload, slice(&mut rng)).unwrap();
+        let mut l = isolated().launch(workload, slice(&mut rng)).unwrap();
         while l.is_continuation() {
             stops += 1;
             inside += u32::from(linger::last_preemption().is_some_and(|p| !p.deferred));
@@ -141,7 +148,7 @@ fn cancelled_queries_reset_the_libset_which_answers_right_again() {
     for _ in 0..150 {
         // SAFETY: the workload pins nothing and registers no stack address:
         // it only calls sqlite, whose state is reset with the libset.
-        let mut l = unsafe { Builder::new().reuse_stack_on_cancel(true) }.isolated(true).launch(workload, slice(&mut rng)).unwrap();
+        let mut l = unsafe { isolated().reuse_stack_on_cancel(true) }.launch(workload, slice(&mut rng)).unwrap();
         for _ in 0..(rng >> 40) % 50 {
             if !l.is_continuation() {
                 break;
@@ -154,7 +161,7 @@ fn cancelled_queries_reset_the_libset_which_answers_right_again() {
     let after = linger::stats();
     assert!(after.libset_resets - before.libset_resets >= 100, "{after:?}");
     assert!(after.libset_blocks_freed - before.libset_blocks_freed >= 100, "{after:?}");
-    let l = Builder::new().isolated(true).launch(workload, Duration::MAX).unwrap();
+    let l = isolated().launch(workload, Duration::MAX).unwrap();
     assert!(matches!(l, Linger::Completion(v) if v == expected));
     assert_eq!(workload(), expected);
 }

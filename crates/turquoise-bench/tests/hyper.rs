@@ -32,19 +32,31 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn hyper_serves_short_requests_while_a_long_one_is_preempted() {
-    for round in 0..2 {
-        let port = 30_000 + (std::process::id() % 10_000) as u16 + round;
+/// Starts the benchmark's server on a port that was free a moment ago
+/// (another process may take it in between: then another port).
+fn start_server() -> (Server, u16) {
+    for _ in 0..20 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_turquoise-bench"))
             .args(["server", "turquoise", "2000", &port.to_string()])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let mut ready = [0u8; 6];
-        child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
-        assert_eq!(&ready, b"ready\n");
-        let _server = Server(child);
+        let ok = child.stdout.take().unwrap().read_exact(&mut ready).is_ok();
+        let server = Server(child);
+        if ok {
+            assert_eq!(&ready, b"ready\n");
+            return (server, port);
+        }
+    }
+    panic!("no port the server could listen on");
+}
+
+#[test]
+fn hyper_serves_short_requests_while_a_long_one_is_preempted() {
+    for round in 0..2 {
+        let (_server, port) = start_server();
         let addr = ("127.0.0.1", port);
         // About 1.5 s of computation in one request handler.
         let long = std::thread::spawn(move || {
