@@ -283,6 +283,18 @@ pub fn interrupted_in_deferred(uc: &libc::ucontext_t) -> Option<bool> {
     }
 }
 
+impl Verdict {
+    /// No place for a trap in the runtime's own way in or out of a function
+    /// (a function is current, the code runs on another stack): its stop at
+    /// a trap assumes the function's stack.
+    fn filter_transit(self, sp: usize) -> Verdict {
+        match self {
+            Verdict::Deferred { .. } if !on_function_stack(sp) => Verdict::Deferred { patch: None },
+            v => v,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Verdict {
     Clear,
@@ -407,9 +419,10 @@ pub(crate) fn trampoline_mask() -> Option<libc::sigset_t> {
 /// Holds `info` for `sig`, which interrupted `uc`, and arranges to look
 /// again. False if it could not be kept.
 fn keep(st: &State, sig: c_int, action: &Action, info: &libc::siginfo_t, uc: &mut libc::ucontext_t, verdict: Verdict) -> bool {
-    let prev = sigmask::hold();
-    st.busy.set(true);
-    compiler_fence(Ordering::SeqCst);
+    locked(st, || keep_locked(st, sig, action, info, uc, verdict))
+}
+
+fn keep_locked(st: &State, sig: c_int, action: &Action, info: &libc::siginfo_t, uc: &mut libc::ucontext_t, verdict: Verdict) -> bool {
     let bit = sigmask::bit(sig);
     let coalesced = !realtime(sig) && ring(st).any(|h| h.sig == sig);
     let held = if coalesced {
@@ -437,10 +450,21 @@ fn keep(st: &State, sig: c_int, action: &Action, info: &libc::siginfo_t, uc: &mu
     if held {
         wake_later(st, verdict, uc);
     }
-    compiler_fence(Ordering::SeqCst);
-    st.busy.set(false);
-    sigmask::set(prev);
     held
+}
+
+/// Runs `f` with the program's signals blocked and `busy` set: neither a
+/// signal of the program's nor the timer's look (`after_timer`) finds the
+/// state half-changed, or takes the mask held here for the program's.
+fn locked<R>(st: &State, f: impl FnOnce() -> R) -> R {
+    let prev = sigmask::hold();
+    let was = st.busy.replace(true);
+    compiler_fence(Ordering::SeqCst);
+    let r = f();
+    compiler_fence(Ordering::SeqCst);
+    st.busy.set(was);
+    sigmask::set(prev);
+    r
 }
 
 /// The held signals, oldest first.
@@ -460,7 +484,7 @@ fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
         }
         release_trap(st);
     }
-    if let Verdict::Deferred { patch: Some((slot, code)) } = verdict {
+    if let Verdict::Deferred { patch: Some((slot, code)) } = verdict.filter_transit(sp) {
         if crate::preempt::may_trap(code) {
             // SAFETY: `slot` was just found on the interrupted chain by the
             // walk, and that code is interrupted by this handler.
@@ -512,30 +536,33 @@ fn backstop(st: &State, long: bool) {
 
 /// A return trap fired, at the return into `slot` (`return_trap.rs`, before
 /// linger's own stop): frees ours if it is ours, and runs the held signals,
-/// the outermost deferred call having returned.
-pub(crate) fn at_return(slot: usize) {
-    let Some(st) = state() else { return };
-    if st.trap_slot.get() == slot {
-        let prev = sigmask::hold();
-        if st.trap_slot.get() == slot {
-            release_trap(st);
-        }
-        sigmask::set(prev);
+/// the outermost deferred call having returned. False if linger must not
+/// take a stop here: the trap was ours, off the running function's stack
+/// (on its caller's, which is not the function's flow).
+pub(crate) fn at_return(slot: usize) -> bool {
+    let Some(st) = state() else { return true };
+    let ours = st.trap_slot.get() == slot;
+    if ours {
+        locked(st, || {
+            if st.trap_slot.get() == slot {
+                release_trap(st);
+            }
+        });
     }
     if st.len.get() > 0 {
         // SAFETY: the stub pushed the real return address back into the slot.
         let pc = unsafe { std::ptr::read_volatile(slot as *const usize) };
         flush(st, Context::Trap { pc, sp: slot + 8 });
     }
-    // Code loaded since the table was built (a `dlopen`) has no unwind
-    // tables in it, so no trap is set in its calls: rebuild the table here,
-    // out of library code, unless a function runs (it does that itself at
-    // its resumes) or a handler does (it may have interrupted anything).
-    if ranges::stale() && ts().current.get().is_null() && !crate::interpose::signals::in_program_handler() {
-        if let Ok(cfg) = crate::config::current() {
-            ranges::ensure(cfg);
-        }
-    }
+    !ours || on_function_stack(slot)
+}
+
+/// Is `sp` on the running function's stack, if a function runs? (A thread
+/// running the runtime's way in or out of a function is on its caller's.)
+fn on_function_stack(sp: usize) -> bool {
+    let f = ts().current.get();
+    // SAFETY: `current` is a live frame while set.
+    f.is_null() || unsafe { sp >= (*f).floor() && sp < (*f).stack_hi }
 }
 
 /// The thread's timer fired (linger's handler, at its end): held signals
@@ -552,24 +579,14 @@ pub(crate) fn after_timer(uc: &mut libc::ucontext_t) {
     if verdict == Verdict::Clear {
         return flush(st, Context::Signal(uc));
     }
-    let prev = sigmask::hold();
-    st.busy.set(true);
-    compiler_fence(Ordering::SeqCst);
-    wake_later(st, verdict, uc);
-    compiler_fence(Ordering::SeqCst);
-    st.busy.set(false);
-    sigmask::set(prev);
+    locked(st, || wake_later(st, verdict, uc));
 }
 
 /// The program changed its signal mask: a held signal a handler blocked
 /// (its `sa_mask`) may be unblocked now; look again soon.
 pub(crate) fn mask_changed() {
     if let Some(st) = state().filter(|st| HOLDING.load(Ordering::Relaxed) && st.len.get() > 0) {
-        let prev = sigmask::hold();
-        if !st.busy.get() {
-            backstop(st, false);
-        }
-        sigmask::set(prev);
+        locked(st, || backstop(st, false));
     }
 }
 
@@ -607,21 +624,39 @@ fn flush(st: &State, mut ctx: Context) {
     let marker = MARKER.fetch_add(1, Ordering::Relaxed);
     let mark = std::hint::black_box(&marker) as *const u64 as usize;
     let sp = crate::switch::stack_pointer();
-    let (at, value, below) = st.delivering.get();
-    // Inside a handler that flush runs: below its calls, and its marker is
-    // still there. (Its marker is on this thread's stack, which stays
-    // mapped; a value other than its own means that flush is gone.)
+    let outer_flush = st.delivering.get();
+    let (at, value, below) = outer_flush;
+    // That flush is still under way: its marker is still there. (It is on
+    // a stack of this thread's, which stays mapped; a value other than its
+    // own means that flush is gone.)
     // SAFETY: as above.
-    let nested = at != 0 && sp < below && unsafe { std::ptr::read_volatile(at as *const u64) } == value;
+    let live = at != 0 && unsafe { std::ptr::read_volatile(at as *const u64) } == value;
+    // Inside a handler it runs: below its calls. A live one elsewhere is
+    // another flow's (a preemptible function's, stopped mid-way while its
+    // caller runs): kept for when it goes on.
+    let nested = live && sp < below;
+    let outer_inflight = st.inflight.get();
     if !nested {
         st.delivering.set((mark, marker, sp));
         st.inflight.set(0);
     }
     // Held signals the code here blocks: its own mask (without what we
-    // blocked), and the masks of the handlers it runs inside.
-    let blocking = program | st.inflight.get();
+    // blocked), and the masks of the handlers it runs inside. Outside such
+    // a handler, held signals came before whatever blocked them here and
+    // run all the same, unless every signal is blocked: the runtime holds
+    // them while a function that holds its signals is stopped or on its way
+    // (linger-run's main, `Builder::hold_signals`), or the program blocked
+    // them all; they wait for the mask to change, as pending ones would.
+    let every = sigmask::program();
+    let blocking = if nested {
+        program | st.inflight.get()
+    } else if program & every == every {
+        u64::MAX
+    } else {
+        0
+    };
     // The ones we blocked (no room in the ring) are no handler's.
-    while let Some(e) = take(st, if nested { blocking } else { 0 }) {
+    while let Some(e) = take(st, blocking) {
         st.retries.set(0);
         if st.len.get() > 0 {
             // The handler may leave by `longjmp`: the rest must not wait
@@ -650,7 +685,11 @@ fn flush(st: &State, mut ctx: Context) {
         st.inflight.set(inflight);
     }
     if !nested {
-        st.delivering.set((0, 0, 0));
+        st.delivering.set(if live { outer_flush } else { (0, 0, 0) });
+        st.inflight.set(if live { outer_inflight } else { 0 });
+    }
+    if st.len.get() > 0 {
+        backstop(st, false); // some wait for a mask to change
     }
     // Overflowed signals whose held instances all ran: their later ones
     // may come now, from the kernel's queue.

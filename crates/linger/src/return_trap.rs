@@ -364,13 +364,15 @@ pub(crate) fn release(f: &Frame) {
     }
 }
 
-/// Called by the trampoline, on the function's stack, when a patched call
+/// Called by the trampoline, on the patched call's stack, when it
 /// has returned (its return values saved). `slot` is where the stub put the
 /// real return address back: the patched slot. Signals of the program's
-/// held for this call (`deferral`) run first, then the stop, if due.
+/// held for this call (`deferral`) run first, then the stop, if due (not at
+/// a trap of `deferral`'s off the function's stack).
 extern "C" fn return_trap_stop(slot: usize) {
-    crate::deferral::at_return(slot);
-    crate::preempt::at_return();
+    if crate::deferral::at_return(slot) {
+        crate::preempt::at_return();
+    }
 }
 
 extern "C" {
