@@ -9,7 +9,7 @@
 #      every line it printed whole, the handler's ticks numbered in order;
 #   3. semantics.c (siginfo, sa_mask, SA_NODEFER, SA_RESETHAND, longjmp,
 #      queued real-time signals, raise, nested signals, threads, a blocked
-#      read) AS_SAFE_LOOPS times;
+#      read, a signal on the return trap's stub) AS_SAFE_LOOPS times;
 #   4. both together with linger-run (its preload first, then ours: one
 #      sigaction wrapper, one runtime), with main sliced at 50 us.
 #

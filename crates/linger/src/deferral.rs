@@ -477,9 +477,9 @@ fn ring(st: &State) -> impl Iterator<Item = Held> + '_ {
 /// chain), with a timer behind it; or by timer retries where no trap can
 /// be set. Called with `busy` set.
 fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
-    let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+    let (pc, sp) = (uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize, uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
     if st.trap_slot.get() != 0 {
-        if trap_alive(st, sp) {
+        if trap_alive(st, pc, sp) {
             return backstop(st, true);
         }
         release_trap(st);
@@ -499,11 +499,17 @@ fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
     backstop(st, false);
 }
 
-/// Is our trap still where a return will reach it? Its slot must be live
-/// (at or above the interrupted stack pointer) and still hold the trap
-/// address; on another stack than the interrupted one we cannot tell, and
-/// keep it.
-fn trap_alive(st: &State, sp: usize) -> bool {
+/// Is our trap still where a return will reach it, or being reached? The
+/// interrupted code may be its stub: the call returned into it, and it is
+/// about to read the real return address from its data (given back, that
+/// reads 0, and the program returns to address 0). Otherwise its slot must
+/// be live (at or above the interrupted stack pointer) and still hold the
+/// trap address; on another stack than the interrupted one we cannot tell,
+/// and keep it.
+fn trap_alive(st: &State, pc: usize, sp: usize) -> bool {
+    if crate::return_trap::in_stub(st.trap_stub.get(), pc) {
+        return true;
+    }
     let slot = st.trap_slot.get();
     let (lo, hi) = st.trap_stack.get();
     if sp < lo || sp >= hi {
@@ -537,8 +543,11 @@ fn backstop(st: &State, long: bool) {
 /// A return trap fired, at the return into `slot` (`return_trap.rs`, before
 /// linger's own stop): frees ours if it is ours, and runs the held signals,
 /// the outermost deferred call having returned. False if linger must not
-/// take a stop here: the trap was ours, off the running function's stack
-/// (on its caller's, which is not the function's flow).
+/// take a stop here: the return is off the running function's stack (on
+/// its caller's, which is not the function's flow), where only a trap of
+/// ours can be (linger's own are set on the function's chain). Not told by
+/// `trap_slot`: a signal that came while the trap fired (the real return
+/// address back in the slot) may have given it back already.
 pub(crate) fn at_return(slot: usize) -> bool {
     let Some(st) = state() else { return true };
     let ours = st.trap_slot.get() == slot;
@@ -554,7 +563,7 @@ pub(crate) fn at_return(slot: usize) -> bool {
         let pc = unsafe { std::ptr::read_volatile(slot as *const usize) };
         flush(st, Context::Trap { pc, sp: slot + 8 });
     }
-    !ours || on_function_stack(slot)
+    on_function_stack(slot)
 }
 
 /// Is `sp` on the running function's stack, if a function runs? (A thread

@@ -331,6 +331,14 @@ pub(crate) fn release_detached(i: usize) {
     free(i);
 }
 
+/// Is `pc` in stub `i`'s code? The call it patched has returned into it,
+/// and at its first instruction it has not yet read its data slot: the
+/// stub must stay taken until its trampoline runs. Async-signal-safe.
+pub(crate) fn in_stub(i: usize, pc: usize) -> bool {
+    let a = trap_address(i);
+    pc >= a && pc < a - 1 + SPAN
+}
+
 /// The address stub `i` puts in the slot it patches.
 pub(crate) fn trap_address(i: usize) -> usize {
     address(BASE.load(Ordering::Acquire), i)
