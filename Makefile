@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-compat test-compat-isolate test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -13,7 +13,7 @@ tour: deps
 	$(CARGO) run --release -q -p turquoise --example hol_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
-TEST_PARTS = test-rust test-c test-install test-run test-compat test-valgrind
+TEST_PARTS = test-rust test-c test-install test-run test-as-safe test-compat test-valgrind
 test: deps
 	@for t in $(TEST_PARTS); do \
 		s=$$(date +%s); \
@@ -36,6 +36,13 @@ test-install:
 # be the same plainly, under --slice 20us, via LD_PRELOAD and unsliced.
 test-run:
 	bash tests/run/run.sh
+
+# libas-safe: unmodified C programs whose signal handlers call printf and
+# malloc, run with LD_PRELOAD=liblinger_as_safe.so (alone and with
+# linger-run): they must finish, handlers must see the siginfo and masks the
+# kernel would give them, and no signal may be lost.
+test-as-safe:
+	bash tests/as-safe/run.sh
 
 # Real upstream test suites, plain and under linger-run --slice 20us (the
 # harsher slice), compared test by test: the CI subsets. `make compat` runs

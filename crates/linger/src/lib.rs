@@ -31,6 +31,7 @@
 
 mod clock;
 mod config;
+pub mod deferral;
 mod error;
 mod exit;
 mod fork;

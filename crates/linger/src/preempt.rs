@@ -847,6 +847,13 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
 /// asking from a frame below `slot` with a no-preemption scope open; `slot`
 /// a live return-address slot of its call chain.
 pub(crate) unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
+    // SAFETY: per the contract.
+    may_trap(code) && unsafe { crate::return_trap::arm(f, slot) }
+}
+
+/// May the return of the deferred call whose code is at `code` be trapped?
+/// Async-signal-safe.
+pub(crate) fn may_trap(code: usize) -> bool {
     // Not while an exception or a panic is being unwound: unwinders tell
     // frames apart by their CFA, and a trap set between the search phase
     // and the unwind phase (or before an `_Unwind_Resume`) would change the
@@ -858,13 +865,7 @@ pub(crate) unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> boo
     if table.in_loader(code) {
         return false;
     }
-    match crate::unwind::function_start(&table, code) {
-        Some(start) if !crate::return_trap::reads_return_address(start) => {
-            // SAFETY: per the contract.
-            unsafe { crate::return_trap::arm(f, slot) }
-        }
-        _ => false,
-    }
+    crate::unwind::function_start(&table, code).is_some_and(|start| !crate::return_trap::reads_return_address(start))
 }
 
 /// The function is about to return from this handler to the `syscall`
@@ -964,7 +965,7 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
 
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
-fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
+pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
     let sigreturn = crate::unwind::sigreturn();
     let mut a = (from + 7) & !7;
     while a < entry {
@@ -1091,6 +1092,10 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved_errno };
+    // Last, with nothing of this handler's left to strand: the program's
+    // signals held on this thread may run if it is out of library code now.
+    // SAFETY: the kernel's ucontext of this handler, ours to edit.
+    crate::deferral::after_timer(unsafe { &mut *(uc as *mut libc::ucontext_t) });
 }
 
 /// The handler's decision loop; called with the handler's scope open

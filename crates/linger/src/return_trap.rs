@@ -275,29 +275,73 @@ pub(crate) fn reads_return_address(entry: usize) -> bool {
 /// slot's with a no-preemption scope open (either way nothing reads or
 /// writes the slot meanwhile: it belongs to a call that has not returned).
 pub(crate) unsafe fn arm(f: &Frame, slot: usize) -> bool {
-    let base = BASE.load(Ordering::Acquire);
-    if base == 0 {
-        return false;
-    }
-    // SAFETY: per the contract, a readable slot on the function's stack.
-    let ra = unsafe { std::ptr::read_volatile(slot as *const usize) };
-    if ra == 0 || slot_of(ra).is_some() {
-        return false;
-    }
     // A trap the function holds from an earlier patch is dead (the walk
     // found no trap on the chain): reuse it.
-    let i = match f.trap_slot.get() {
-        0 => match take() {
-            Some(i) => i,
-            None => return false,
-        },
-        n => n as usize - 1,
-    };
+    let held = f.trap_slot.get();
+    // SAFETY: per the contract; the function is not running, so nothing races.
+    match unsafe { patch(slot, || held.checked_sub(1).map(|n| n as usize).or_else(take)) } {
+        Some(i) => {
+            f.trap_slot.set(i as u32 + 1);
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`arm`] for a trap no function holds (`deferral`: a thread that holds a
+/// signal of the program's until a library call returns). Returns the
+/// stub's number, for [`release_detached`] once it fired or is dead.
+/// Async-signal-safe.
+///
+/// # Safety
+/// `slot` is a live return-address slot of the interrupted thread's call
+/// chain, found by walking it from this thread's signal handler.
+pub(crate) unsafe fn arm_detached(slot: usize) -> Option<usize> {
+    // SAFETY: per the contract; the code that owns the slot is interrupted.
+    unsafe { patch(slot, take) }
+}
+
+/// Points `slot` at the trap address of the stub `stub` picks, keeping the
+/// real return address in that stub's data. None if the trap is off, the
+/// slot is patched already or no stub is free.
+///
+/// # Safety
+/// As [`arm`]: `slot` is a live return-address slot nothing else touches
+/// meanwhile.
+unsafe fn patch(slot: usize, stub: impl FnOnce() -> Option<usize>) -> Option<usize> {
+    let base = BASE.load(Ordering::Acquire);
+    if base == 0 {
+        return None;
+    }
+    // SAFETY: per the contract, a readable slot of the interrupted chain.
+    let ra = unsafe { std::ptr::read_volatile(slot as *const usize) };
+    if ra == 0 || slot_of(ra).is_some() {
+        return None;
+    }
+    let i = stub()?;
     original_slot(i).store(ra, Ordering::Release);
-    f.trap_slot.set(i as u32 + 1);
-    // SAFETY: as above; the function is not running, so nothing races.
+    // SAFETY: as above.
     unsafe { std::ptr::write_volatile(slot as *mut usize, address(base, i)) };
-    true
+    Some(i)
+}
+
+/// Gives back a stub armed by [`arm_detached`]: it fired, or no frame can
+/// return into it any more.
+pub(crate) fn release_detached(i: usize) {
+    free(i);
+}
+
+/// Is `pc` in stub `i`'s code? The call it patched has returned into it,
+/// and at its first instruction it has not yet read its data slot: the
+/// stub must stay taken until its trampoline runs. Async-signal-safe.
+pub(crate) fn in_stub(i: usize, pc: usize) -> bool {
+    let a = trap_address(i);
+    pc >= a && pc < a - 1 + SPAN
+}
+
+/// The address stub `i` puts in the slot it patches.
+pub(crate) fn trap_address(i: usize) -> usize {
+    address(BASE.load(Ordering::Acquire), i)
 }
 
 fn take() -> Option<usize> {
@@ -328,10 +372,15 @@ pub(crate) fn release(f: &Frame) {
     }
 }
 
-/// Called by the trampoline, on the function's stack, when a patched call
-/// has returned (its return values saved).
-extern "C" fn return_trap_stop() {
-    crate::preempt::at_return();
+/// Called by the trampoline, on the patched call's stack, when it
+/// has returned (its return values saved). `slot` is where the stub put the
+/// real return address back: the patched slot. Signals of the program's
+/// held for this call (`deferral`) run first, then the stop, if due (not at
+/// a trap of `deferral`'s off the function's stack).
+extern "C" fn return_trap_stop(slot: usize) {
+    if crate::deferral::at_return(slot) {
+        crate::preempt::at_return();
+    }
 }
 
 extern "C" {
@@ -377,6 +426,8 @@ std::arch::global_asm!(
     "xor edx, edx",
     "xsave64 [rsp]",
     "fninit",
+    // The patched slot, where the stub pushed the real return address.
+    "lea rdi, [rbp + 8]",
     "call {stop}",
     "mov eax, dword ptr [rip + {mask}]",
     "xor edx, edx",

@@ -37,6 +37,11 @@ pub(crate) fn compute(preemption: c_int) -> u64 {
     set
 }
 
+/// The held set (0 before the runtime starts).
+pub(crate) fn program() -> u64 {
+    PROGRAM.load(Ordering::Relaxed)
+}
+
 /// The held set as a libc `sigset_t` (for a `sigaction`'s `sa_mask`).
 pub(crate) fn as_sigset(set: u64) -> libc::sigset_t {
     // SAFETY: an all-zero sigset_t is the empty set.
@@ -60,8 +65,24 @@ fn sigprocmask(how: c_int, set: Option<u64>) -> u64 {
     let mut old = 0u64;
     let new = set.unwrap_or(0);
     let p = if set.is_some() { &new as *const u64 } else { std::ptr::null() };
-    // SAFETY: raw rt_sigprocmask with valid 8-byte masks.
-    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, p, &mut old as *mut u64, 8usize) };
+    // The system call itself, not libc's `syscall()`: a signal this change
+    // unblocks is delivered here, in linger's code, not inside libc (where
+    // `deferral` would hold it).
+    // SAFETY: rt_sigprocmask with valid 8-byte masks; the kernel clobbers
+    // only rax, rcx and r11.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_rt_sigprocmask => _,
+            in("rdi") how,
+            in("rsi") p,
+            in("rdx") &mut old as *mut u64,
+            in("r10") 8usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
     old
 }
 

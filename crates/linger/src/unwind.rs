@@ -383,9 +383,35 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
     // alone while `busy`.
     let u = unsafe { &mut *u };
     u.set_busy(true);
-    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, None);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, false, None);
     u.set_busy(false);
     chain
+}
+
+/// [`walk`] for `deferral`, from a signal handler that may interrupt a walk
+/// of this thread's (`walk_here`, another handler's): None while one is
+/// under way. A signal frame ends the chain as `entry` does: the frames
+/// beyond it belong to the code a signal handler interrupted. Async-signal-safe.
+pub(crate) fn walk_to_signal_frame(
+    table: &Table,
+    uc: &libc::ucontext_t,
+    lo: usize,
+    hi: usize,
+    entry: usize,
+    first_deferred: bool,
+) -> Option<Chain> {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    // SAFETY: this thread's unwinder; `busy` says whether a walk below this
+    // handler is using it (then it is left alone).
+    if u.is_null() || unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*u).busy)) } {
+        return None;
+    }
+    // SAFETY: as above: no walk of this thread's is under way.
+    let u = unsafe { &mut *u };
+    u.set_busy(true);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, true, None);
+    u.set_busy(false);
+    Some(chain)
 }
 
 /// [`walk`] from the SIGSEGV handler, for a fault of the running function
@@ -436,7 +462,7 @@ pub(crate) fn walk_here(table: &Table, memo: &mut Memo, regs: [u64; 8], lo: usiz
     let full = full_regs(regs);
     let mut reads = Reads::new();
     u.set_busy(true);
-    let chain = walk_regs(table, u, full, lo, hi, entry, false, Some(&mut reads));
+    let chain = walk_regs(table, u, full, lo, hi, entry, false, false, Some(&mut reads));
     u.set_busy(false);
     memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
@@ -467,7 +493,8 @@ fn walk_regs(
     lo: usize,
     hi: usize,
     entry: usize,
-    first_deferred: bool,
+    mut first_deferred: bool,
+    signal_frame_ends: bool,
     mut reads: Option<&mut Reads>,
 ) -> Chain {
     let mut first = true;
@@ -487,6 +514,20 @@ fn walk_regs(
             break;
         }
         let pc = regs[RA] as usize;
+        if !first && pc == sigreturn && pc != 0 && signal_frame_ends {
+            // Beyond a program handler's frame is the code it interrupted;
+            // linger's preemption handler is seen through: the thread is
+            // where it interrupted it.
+            match preemption_frame(table, lo, hi, sp) {
+                Some((r, deferred)) => {
+                    regs = r;
+                    first = true;
+                    first_deferred = deferred;
+                    continue;
+                }
+                None => break,
+            }
+        }
         if !first && pc == sigreturn && pc != 0 {
             // The frame above is a signal handler's (the program's, run on
             // the function's stack): never stopped inside it, where the
@@ -560,6 +601,25 @@ fn walk_regs(
         return Chain::Clear { trapped };
     }
     Chain::Deferred { patch: if trapped { None } else { patch }, trapped }
+}
+
+/// Size of the kernel's `struct ucontext` on x86-64, which the `siginfo` of
+/// a signal frame follows.
+const KERNEL_UCONTEXT: usize = 304;
+
+/// At a signal frame (`sp`: where its handler returned to the `rt_sigreturn`
+/// stub, the kernel's ucontext), if the signal is the preemption signal:
+/// the registers it interrupted, and whether that code is deferred.
+fn preemption_frame(table: &Table, lo: usize, hi: usize, sp: usize) -> Option<([u64; NREGS], bool)> {
+    let signo = crate::timer::signal();
+    let end = sp.checked_add(std::mem::size_of::<libc::ucontext_t>().max(KERNEL_UCONTEXT + 8))?;
+    if signo == 0 || sp < lo || end > hi || read(lo, hi, (sp + KERNEL_UCONTEXT) as u64)? as u32 as i32 != signo {
+        return None;
+    }
+    // SAFETY: [sp, end) lies on the stack being walked, mapped; the kernel's
+    // ucontext starts there and its registers are laid out as glibc's.
+    let regs = regs_from(unsafe { &*(sp as *const libc::ucontext_t) });
+    Some((regs, table.is_deferred(regs[RA] as usize)))
 }
 
 /// The entry address of the function whose code contains `pc`, from its

@@ -71,6 +71,9 @@ const NSIG: usize = 65;
 /// our trampoline.
 static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 static FLAGS: [AtomicI32; NSIG] = [const { AtomicI32::new(0) }; NSIG];
+/// Their `sa_mask` (signals 1 to 64, the kernel's word), for handlers run
+/// later than their signal came (`crate::deferral`).
+static MASKS: [AtomicU64; NSIG] = [const { AtomicU64::new(0) }; NSIG];
 /// Signals marked with `siginterrupt(sig, 1)`: `signal()` installs them
 /// without SA_RESTART, as glibc does.
 static INTERRUPT: AtomicU64 = AtomicU64::new(0);
@@ -90,10 +93,23 @@ static SHADOW_MASK: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 /// installed later may change (see `hand_over_shadow`).
 static SHADOW_SIGNO: AtomicI32 = AtomicI32::new(0);
 
+/// Another copy of linger in this process is in charge (two preloaded
+/// libraries that hold linger, see `deferral::others_stand_aside`): this
+/// copy's wrappers, which that one's reach as the next definition, pass the
+/// signal API through untouched. Its runtime never starts.
+static STANDING_ASIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn stand_aside() {
+    STANDING_ASIDE.store(true, Ordering::Release);
+}
+
 /// The preemption signal, reserved even before the runtime starts (so that a
 /// program cannot take it first): until the configuration is frozen, the
-/// default one.
+/// default one. None (0) in a copy standing aside.
 pub(crate) fn preemption_signal() -> c_int {
+    if STANDING_ASIDE.load(Ordering::Acquire) {
+        return 0;
+    }
     let s = crate::timer::signal();
     if s != 0 {
         return s;
@@ -269,6 +285,42 @@ fn below_handler_mark(c: &crate::thread::SignalCounts, h: usize) -> bool {
     false
 }
 
+/// A handler of the program's as installed: what the kernel would run for
+/// its signal.
+#[derive(Clone, Copy)]
+pub(crate) struct Action {
+    pub handler: sighandler_t,
+    pub flags: c_int,
+    /// `sa_mask`, signals 1 to 64.
+    pub mask: u64,
+}
+
+/// The program's handler for `sig`, if it installed one (a function).
+/// Async-signal-safe.
+pub(crate) fn program_action(sig: c_int) -> Option<Action> {
+    let idx = usize::try_from(sig).ok().filter(|&i| i > 0 && i < NSIG)?;
+    let handler = HANDLERS[idx].load(Ordering::Relaxed);
+    is_function(handler).then(|| Action {
+        handler,
+        flags: FLAGS[idx].load(Ordering::Relaxed),
+        mask: MASKS[idx].load(Ordering::Relaxed),
+    })
+}
+
+/// Runs the program's handler `a` for `sig`, counted as the program's.
+pub(crate) fn run_program_handler(sig: c_int, a: &Action, info: *mut libc::siginfo_t, uc: *mut c_void) {
+    crate::thread::signal_counts(ts()).bump_theirs(a.flags & libc::SA_RESTART != 0);
+    if a.flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the program installed this as an SA_SIGINFO handler.
+        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(a.handler) };
+        as_program_handler(|| f(sig, info, uc));
+    } else {
+        // SAFETY: the program installed this as a plain handler.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(a.handler) };
+        as_program_handler(|| f(sig));
+    }
+}
+
 /// Runs the program's handler for `sig`.
 extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
     if sig == libc::SIGSEGV
@@ -280,24 +332,18 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
     if sig == libc::SIGSEGV && unsafe { gotcha::trap_redirect(info, uc) } {
         return; // an access to a trapped variable (isolation): not the program's
     }
-    let idx = sig as usize;
-    let restart = idx < NSIG && FLAGS[idx].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
-    crate::thread::signal_counts(ts()).bump_theirs(restart);
-    if idx >= NSIG {
+    let Some(a) = program_action(sig) else {
+        // Changed under us; nothing to run.
+        let restart = (sig as usize) < NSIG && FLAGS[sig as usize].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
+        crate::thread::signal_counts(ts()).bump_theirs(restart);
         return;
-    }
-    let h = HANDLERS[idx].load(Ordering::Relaxed);
-    if !is_function(h) {
-        return; // changed under us; nothing to run
-    }
-    if FLAGS[idx].load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
-        // SAFETY: the program installed this as an SA_SIGINFO handler.
-        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(h) };
-        as_program_handler(|| f(sig, info, uc));
-    } else {
-        // SAFETY: the program installed this as a plain handler.
-        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(h) };
-        as_program_handler(|| f(sig));
+    };
+    // With libas-safe, held while the thread is in library code, or run
+    // there (see `crate::deferral`).
+    // SAFETY: the kernel passes a valid siginfo and ucontext to SA_SIGINFO
+    // handlers.
+    if !unsafe { crate::deferral::arrived(sig, &a, info, uc as *mut libc::ucontext_t) } {
+        run_program_handler(sig, &a, info, uc);
     }
 }
 
@@ -309,6 +355,10 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         set_errno(libc::ENOSYS);
         return -1;
     };
+    if STANDING_ASIDE.load(Ordering::Acquire) {
+        // SAFETY: forwarded verbatim.
+        return unsafe { real(sig, act, old) };
+    }
     if sig == preemption_signal() && sig != 0 {
         // SAFETY: non-null pointers are valid per the caller's contract.
         unsafe {
@@ -327,6 +377,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     }
     let idx = sig as usize;
     let (prev_h, prev_f) = (HANDLERS[idx].load(Ordering::Relaxed), FLAGS[idx].load(Ordering::Relaxed));
+    let prev_m = MASKS[idx].load(Ordering::Relaxed);
     let bit = 1u64 << (idx % 64);
     let prev_forced = FORCED_SIGINFO.load(Ordering::Relaxed) & bit != 0;
     // SAFETY: non-null `act` is valid per the caller's contract.
@@ -338,6 +389,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         if is_function(m.sa_sigaction) {
             HANDLERS[idx].store(m.sa_sigaction, Ordering::Relaxed);
             FLAGS[idx].store(m.sa_flags, Ordering::Relaxed);
+            MASKS[idx].store(crate::sigmask::word(&m.sa_mask), Ordering::Relaxed);
             if m.sa_flags & libc::SA_SIGINFO == 0 {
                 FORCED_SIGINFO.fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -345,6 +397,9 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
             }
             m.sa_sigaction = trampoline as *const () as usize;
             m.sa_flags |= libc::SA_SIGINFO;
+            if let Some(mask) = crate::deferral::trampoline_mask() {
+                m.sa_mask = mask;
+            }
         } else {
             FORCED_SIGINFO.fetch_and(!bit, Ordering::Relaxed);
         }
@@ -355,6 +410,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     if r != 0 {
         HANDLERS[idx].store(prev_h, Ordering::Relaxed);
         FLAGS[idx].store(prev_f, Ordering::Relaxed);
+        MASKS[idx].store(prev_m, Ordering::Relaxed);
         if prev_forced {
             FORCED_SIGINFO.fetch_or(bit, Ordering::Relaxed);
         } else {
@@ -373,12 +429,29 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         } else if o.sa_sigaction == trampoline as *const () as usize {
             o.sa_sigaction = prev_h;
             o.sa_flags = (o.sa_flags & !libc::SA_SIGINFO) | (prev_f & libc::SA_SIGINFO);
+            o.sa_mask = crate::sigmask::as_sigset(prev_m);
         } else if prev_forced {
             // Reset to SIG_DFL by the kernel (SA_RESETHAND), our flag left over.
             o.sa_flags &= !libc::SA_SIGINFO;
         }
     }
     0
+}
+
+/// Gives the trampolines installed so far the `sa_mask` of libas-safe's
+/// mode (`deferral::trampoline_mask`), when it is turned on.
+pub(crate) fn remask_trampolines() {
+    let (Some(real), Some(mask)) = (real_sigaction(), crate::deferral::trampoline_mask()) else { return };
+    for sig in 1..NSIG as c_int {
+        // SAFETY: an all-zero sigaction is a valid value; valid pointers.
+        unsafe {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            if real(sig, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == trampoline as *const () as usize {
+                cur.sa_mask = mask;
+                real(sig, &cur, std::ptr::null_mut());
+            }
+        }
+    }
 }
 
 /// `signal()` with glibc's BSD semantics (handler stays installed, calls are
@@ -549,6 +622,8 @@ fn mask_call(real: SigmaskFn, how: c_int, set: *const sigset_t, old: *mut sigset
         unsafe { real(how, set, old) }
     };
     if r == 0 {
+        // A signal of the program's held may have just been unblocked.
+        crate::deferral::mask_changed();
         t.shadow_blocked.set(after);
         if before && !old.is_null() && signo > 0 {
             // SAFETY: `old` was just filled in by libc.
