@@ -120,6 +120,20 @@ if ! timeout 60 env LD_PRELOAD="$lib" "$dir/linger-run" --stats --slice 50us -- 
 fi
 [ $failed -eq 0 ] && echo "ok deadlock.c and semantics.c under linger-run"
 
+# 5. With libc isolated too (linger-run --isolate libc): main runs in its
+# own copy of libc where that copy is not process-wide; handlers run with
+# the program's libc (libset 0) and are held while that is busy. deadlock.c
+# (a PIE: its printf stays the program's) must finish with whole lines.
+# (semantics.c's "not inside qsort" does not apply there: qsort is then the
+# copy's, and a handler may run inside it, on the program's libc.)
+for i in 1 2 3; do
+    if ! timeout 60 env LD_PRELOAD="$lib" "$dir/linger-run" --isolate libc --stats --slice 50us -- "$out/deadlock" 0.5 \
+        >"$out/iso.out" 2>"$out/iso.err" || ! check_lines "$out/iso.out" >"$out/iso.check" || ! preempted "$out/iso.err"; then
+        fail "deadlock.c under linger-run --isolate libc run $i" "$out/iso.check" "$out/iso.err"
+    fi
+done
+[ $failed -eq 0 ] && echo "ok deadlock.c under linger-run --isolate libc"
+
 if [ $failed -ne 0 ]; then
     echo "as-safe: $failed failed"
     exit 1

@@ -39,6 +39,12 @@ use crate::{ranges, sigmask, Error};
 /// The mode is on in this process (`hold_program_signals`).
 static HOLDING: AtomicBool = AtomicBool::new(false);
 
+/// Is libas-safe's mode on (handlers held while in deferred code)?
+#[inline]
+pub(crate) fn holding() -> bool {
+    HOLDING.load(Ordering::Relaxed)
+}
+
 /// Signals held at once per thread. Standard signals take one entry each
 /// at most (a second one coalesces, as pending ones do); a burst of
 /// real-time signals beyond this waits in the kernel's queue.

@@ -241,11 +241,22 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
 /// [`in_program_handler`]. The mark belongs to the flow of control it
 /// interrupted (the running function's, or the thread's outside functions),
 /// as the signal counts do.
+///
+/// With libas-safe, the handler runs with the program's own libraries
+/// (libset 0), as the original did: interrupting a function isolated with
+/// libc copied, inside that copy's `printf`, it must not call the same
+/// copy's `printf` (the program's libc is where handlers are held).
 #[inline(always)]
 fn as_program_handler(run: impl FnOnce()) {
     let c = crate::thread::signal_counts(ts());
     let prev = c.handler_sp.replace(crate::switch::stack_pointer());
-    run();
+    if crate::deferral::holding() {
+        let libset = gotcha::set_current_libset(0);
+        run();
+        gotcha::set_current_libset(libset);
+    } else {
+        run();
+    }
     // The counts of the same flow (`ts()` again: the function may have been
     // stopped inside the handler and resumed on another thread).
     crate::thread::signal_counts(ts()).handler_sp.set(prev);
