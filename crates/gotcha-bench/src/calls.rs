@@ -334,8 +334,7 @@ pub fn after(plan: &Plan, png_for_reset: Png) -> Result<After, String> {
     // access"); otherwise a plain load.
     let trapped = gotcha::trap_stats().variables > 0;
     let how = if trapped { "a trapped GOT slot: a fault per read" } else { "a plain GOT load" };
-    let libc_isolated = trapped || gotcha::stats().libsets > 0 && libc_in_libsets();
-    let strlen_where = if libc_isolated { "the copy's libc" } else { "the program's libc, not wrapped" };
+    let strlen_where = if libc_in_libsets() { "the copy's libc" } else { "the program's libc, not wrapped" };
     let mut ms: Vec<Measure<'_>> = vec![
         (
             "stdout_read_0",

@@ -349,16 +349,19 @@ mod tests {
     fn a_stream_thunk_picks_the_copy_only_for_the_copys_streams() {
         let image = [0u8; 64];
         let lo = image.as_ptr() as usize;
-        let ts = stream_thunks(&[StreamCall {
-            arg: 2,
-            copy_image: (lo, lo + 64),
-            copy: copy_fn as *const () as usize,
-            program: program_fn as *const () as usize,
-            null_to_copy: true,
-        }])
-        .unwrap();
-        // SAFETY: the thunk forwards to functions of this exact type.
-        let f: extern "C" fn(u64, *const FakeStream, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(ts[0]) };
+        type F = extern "C" fn(u64, *const FakeStream, u64, u64, u64) -> u64;
+        let thunk = |null_to_copy| -> F {
+            let call = StreamCall {
+                arg: 2,
+                copy_image: (lo, lo + 64),
+                copy: copy_fn as *const () as usize,
+                program: program_fn as *const () as usize,
+                null_to_copy,
+            };
+            // SAFETY: the thunk forwards to functions of this exact type.
+            unsafe { std::mem::transmute::<usize, F>(stream_thunks(&[call]).unwrap()[0]) }
+        };
+        let (f, g) = (thunk(true), thunk(false));
         let mine = FakeStream { head: [0; 0xd8], table: lo + 8 };
         let theirs = FakeStream { head: [0; 0xd8], table: lo + 64 };
         let below = FakeStream { head: [0; 0xd8], table: lo - 1 };
@@ -366,20 +369,10 @@ mod tests {
         assert_eq!(f(1, &theirs, 2, 3, 4), 2010);
         assert_eq!(f(1, &below, 2, 3, 4), 2010);
         assert_eq!(f(1, std::ptr::null(), 2, 3, 4), 1010);
-        let ts = stream_thunks(&[StreamCall {
-            arg: 2,
-            copy_image: (lo, lo + 64),
-            copy: copy_fn as *const () as usize,
-            program: program_fn as *const () as usize,
-            null_to_copy: false,
-        }])
-        .unwrap();
-        // SAFETY: as above.
-        let g: extern "C" fn(u64, *const FakeStream, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(ts[0]) };
         assert_eq!(g(1, std::ptr::null(), 2, 3, 4), 2010);
         assert_eq!(g(1, &mine, 2, 3, 4), 1010);
         let (a, b) = stub_range();
-        assert!(a <= ts[0] && ts[0] < b);
+        assert!(a <= f as usize && (g as usize) < b);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,10 +47,36 @@ struct Libset {
     libc_image: Option<(usize, usize)>,
 }
 
-/// Per libset: its copy of libc's `fflush`, called when a lease ends
-/// normally so that what the function printed is written (0: no copy).
-static FLUSH: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
+/// Functions and variables of a libset's copy of libc that gotcha calls
+/// itself (each 0 when the libset has no copy of libc, or lacks it).
+struct LibcCopy {
+    /// Called when a lease ends normally, so that what the function
+    /// printed is written, and at exit for the exiting thread's libset.
+    fflush: AtomicUsize,
+    /// Each thread's first entry (`thread_ready`).
+    ctype_init: AtomicUsize,
+    /// A thread's first entry after a reset (`thread_ready`).
+    uselocale: AtomicUsize,
+    /// What `setlocale_both` calls first.
+    setlocale: AtomicUsize,
+    /// The copy's `stdout` variable, and the stream lock calls, for the
+    /// flush at exit.
+    stdout: AtomicUsize,
+    ftrylockfile: AtomicUsize,
+    funlockfile: AtomicUsize,
+}
+
+static LIBC: [LibcCopy; dispatch::MAX_LIBSETS] = [const {
+    LibcCopy {
+        fflush: AtomicUsize::new(0),
+        ctype_init: AtomicUsize::new(0),
+        uselocale: AtomicUsize::new(0),
+        setlocale: AtomicUsize::new(0),
+        stdout: AtomicUsize::new(0),
+        ftrylockfile: AtomicUsize::new(0),
+        funlockfile: AtomicUsize::new(0),
+    }
+}; dispatch::MAX_LIBSETS];
 
 struct Pool {
     /// Libset i + 1 is `sets[i]`.
@@ -86,6 +113,8 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
 pub struct Lease {
     index: usize,
     created: bool,
+    /// Reset: nothing of the function's is left to write out when it ends.
+    was_reset: bool,
 }
 
 /// What a reset did.
@@ -115,7 +144,7 @@ impl Lease {
             if let Some(index) = p.free.pop() {
                 p.leased += 1;
                 heap::open(index);
-                return Ok(Some(Lease { index, created: false }));
+                return Ok(Some(Lease { index, created: false, was_reset: false }));
             }
             if p.full.is_none() && p.sets.len() + 1 < dispatch::MAX_LIBSETS {
                 let index = p.sets.len() + 1;
@@ -125,7 +154,7 @@ impl Lease {
                         p.leased += 1;
                         heap::open(index);
                         crate::bump_generation();
-                        return Ok(Some(Lease { index, created: true }));
+                        return Ok(Some(Lease { index, created: true, was_reset: false }));
                     }
                     Err(Error::Loader(m)) if p.sets.is_empty() => return Err(Error::Loader(m)),
                     Err(Error::Loader(m)) => p.full = Some(hint(&m)),
@@ -195,7 +224,8 @@ impl Lease {
     ///
     /// Only for a libset no code is running in: the function that held it
     /// was cancelled, and nothing it left behind will call into it again.
-    pub fn reset(self) -> ResetReport {
+    pub fn reset(mut self) -> ResetReport {
+        self.was_reset = true;
         let t = Instant::now();
         // Not under the pool's lock: a launch leasing another libset must
         // not wait for this one's restore.
@@ -216,7 +246,7 @@ impl Lease {
         // Threads that ran in the libset keep a thread locale in its copy
         // of libc that may point at what was just freed: each sets it back
         // to the global one when it next enters (`thread_ready`).
-        RESETS[self.index].fetch_add(1, std::sync::atomic::Ordering::Release);
+        RESETS[self.index].fetch_add(1, Ordering::Release);
         let duration = t.elapsed();
         let mut p = pool();
         p.stats.resets += 1;
@@ -228,23 +258,14 @@ impl Lease {
     }
 }
 
-/// Per libset: its copy of libc's `__ctype_init` (0: no copy of libc).
-static CTYPE_INIT: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
-/// Per libset: its copy of libc's `uselocale` (0: no copy of libc).
-static USELOCALE: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
 /// glibc's `LC_GLOBAL_LOCALE` (the libc crate has no constant for it).
 const LC_GLOBAL_LOCALE: libc::locale_t = -1isize as libc::locale_t;
 /// Per libset: how many times it was reset.
 static RESETS: [std::sync::atomic::AtomicU32; dispatch::MAX_LIBSETS] =
     [const { std::sync::atomic::AtomicU32::new(0) }; dispatch::MAX_LIBSETS];
 
-/// Per libset: its copy of libc's `setlocale` (0: no copy of libc).
-static SETLOCALE: [std::sync::atomic::AtomicUsize; dispatch::MAX_LIBSETS] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; dispatch::MAX_LIBSETS];
 /// The program's `setlocale`.
-static PROGRAM_SETLOCALE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static PROGRAM_SETLOCALE: AtomicUsize = AtomicUsize::new(0);
 
 type SetlocaleFn = extern "C" fn(libc::c_int, *const libc::c_char) -> *mut libc::c_char;
 
@@ -256,8 +277,8 @@ type SetlocaleFn = extern "C" fn(libc::c_int, *const libc::c_char) -> *mut libc:
 /// `iconv_open`, ...) must format and translate as the copy's do.
 extern "C" fn setlocale_both(category: libc::c_int, name: *const libc::c_char) -> *mut libc::c_char {
     let k = dispatch::current();
-    let copy = SETLOCALE.get(k).map_or(0, |s| s.load(std::sync::atomic::Ordering::Acquire));
-    let program = PROGRAM_SETLOCALE.load(std::sync::atomic::Ordering::Acquire);
+    let copy = LIBC.get(k).map_or(0, |c| c.setlocale.load(Ordering::Acquire));
+    let program = PROGRAM_SETLOCALE.load(Ordering::Acquire);
     let own = if copy != 0 { copy } else { program };
     if own == 0 {
         return std::ptr::null_mut();
@@ -278,7 +299,7 @@ extern "C" fn setlocale_both(category: libc::c_int, name: *const libc::c_char) -
 /// it is neither the copy's nor the program's alone.
 pub(crate) fn libc_mirror(name: &str) -> Option<usize> {
     libc_policy::mirrored(name).then(|| {
-        PROGRAM_SETLOCALE.store(relink::lookup(name, None), std::sync::atomic::Ordering::Release);
+        PROGRAM_SETLOCALE.store(relink::lookup(name, None), Ordering::Release);
         setlocale_both as *const () as usize
     })
 }
@@ -306,11 +327,11 @@ pub(crate) fn thread_ready(libset: usize) {
     }
     let bit = 1u32 << libset;
     let Ok(ready) = READY.try_with(|r| r.get()) else { return };
-    let resets = RESETS[libset].load(std::sync::atomic::Ordering::Acquire);
+    let resets = RESETS[libset].load(Ordering::Acquire);
     if ready & bit != 0 && SEEN.try_with(|s| s[libset].get() == resets).unwrap_or(true) {
         return;
     }
-    let uselocale = USELOCALE[libset].load(std::sync::atomic::Ordering::Acquire);
+    let uselocale = LIBC[libset].uselocale.load(Ordering::Acquire);
     if ready & bit != 0 && uselocale != 0 {
         // SAFETY: the copy's `uselocale(locale_t)`: given LC_GLOBAL_LOCALE
         // it stores the copy's global locale and its tables in this
@@ -318,7 +339,7 @@ pub(crate) fn thread_ready(libset: usize) {
         let f: extern "C" fn(libc::locale_t) -> libc::locale_t = unsafe { std::mem::transmute(uselocale) };
         f(LC_GLOBAL_LOCALE);
     }
-    let init = CTYPE_INIT[libset].load(std::sync::atomic::Ordering::Acquire);
+    let init = LIBC[libset].ctype_init.load(Ordering::Acquire);
     if init != 0 {
         // SAFETY: the copy's `__ctype_init(void)`: it stores three of this
         // thread's TLS words in the copy's static TLS block.
@@ -331,8 +352,8 @@ pub(crate) fn thread_ready(libset: usize) {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let flush = FLUSH[self.index].load(std::sync::atomic::Ordering::Acquire);
-        if flush != 0 {
+        let flush = LIBC[self.index].fflush.load(Ordering::Acquire);
+        if flush != 0 && !self.was_reset {
             thread_ready(self.index);
             // SAFETY: the copy's `fflush`, called with NULL (every stream of
             // that copy) while no code of the libset runs: the function
@@ -501,15 +522,11 @@ fn stream_thunks<'a>(
     Ok(named.into_iter().zip(thunks).collect())
 }
 
-/// What a copy of libc needs to write its `stdout` out at exit.
-struct ExitFlush {
-    /// The copy's `stdout` variable.
-    out: usize,
-    trylock: usize,
-    unlock: usize,
-}
-
-static EXIT_FLUSH: Mutex<Vec<(usize, ExitFlush)>> = Mutex::new(Vec::new());
+/// Also run among the destructors (`_dl_fini`, after every `atexit`
+/// handler): a program's destructor may print too.
+#[used]
+#[link_section = ".fini_array"]
+static FLUSH_AT_FINI: extern "C" fn() = flush_at_exit;
 
 /// At exit (the program's libc runs it): a function that calls `exit` in
 /// a libset, or a program run whole in one (`linger-run --isolate libc`),
@@ -517,27 +534,21 @@ static EXIT_FLUSH: Mutex<Vec<(usize, ExitFlush)>> = Mutex::new(Vec::new());
 /// not know. The exiting thread's libset is written out, unless another
 /// thread holds the stream. Libsets of functions that are stopped are not:
 /// their output is cut short, as a killed thread's would be.
-/// Also run among the destructors (`_dl_fini`, after every `atexit`
-/// handler): a program's destructor may print too.
-#[used]
-#[link_section = ".fini_array"]
-static FLUSH_AT_FINI: extern "C" fn() = flush_at_exit;
-
 extern "C" fn flush_at_exit() {
     let k = dispatch::current();
-    let flush = FLUSH.get(k).map_or(0, |f| f.load(std::sync::atomic::Ordering::Acquire));
-    if k == 0 || flush == 0 {
+    let Some(c) = LIBC.get(k).filter(|_| k != 0) else { return };
+    let [flush, out, trylock, unlock] =
+        [&c.fflush, &c.stdout, &c.ftrylockfile, &c.funlockfile].map(|a| a.load(Ordering::Acquire));
+    if flush == 0 || out == 0 || trylock == 0 || unlock == 0 {
         return;
     }
-    let Ok(g) = EXIT_FLUSH.try_lock() else { return };
-    let Some((_, e)) = g.iter().find(|(i, _)| *i == k) else { return };
     // SAFETY: the copy's own functions on its own `stdout` (the variable
     // holds its FILE pointer); the lock is taken only if free or already
     // this thread's, and released again.
     unsafe {
-        let f = *(e.out as *const *mut c_void);
-        let trylock: extern "C" fn(*mut c_void) -> libc::c_int = std::mem::transmute(e.trylock);
-        let unlock: extern "C" fn(*mut c_void) = std::mem::transmute(e.unlock);
+        let f = *(out as *const *mut c_void);
+        let trylock: extern "C" fn(*mut c_void) -> libc::c_int = std::mem::transmute(trylock);
+        let unlock: extern "C" fn(*mut c_void) = std::mem::transmute(unlock);
         let fflush: extern "C" fn(*mut c_void) -> libc::c_int = std::mem::transmute(flush);
         if trylock(f) == 0 {
             fflush(f);
@@ -582,19 +593,23 @@ fn prepare_stdio(index: usize, h: *mut c_void) {
             }
         }
     }
-    FLUSH[index].store(find(h, "fflush", None), std::sync::atomic::Ordering::Release);
-    CTYPE_INIT[index].store(find(h, "__ctype_init", None), std::sync::atomic::Ordering::Release);
-    USELOCALE[index].store(find(h, "uselocale", None), std::sync::atomic::Ordering::Release);
-    SETLOCALE[index].store(setlocale, std::sync::atomic::Ordering::Release);
-    let exit = ExitFlush { out, trylock: find(h, "ftrylockfile", None), unlock: find(h, "funlockfile", None) };
-    if exit.out != 0 && exit.trylock != 0 && exit.unlock != 0 {
-        EXIT_FLUSH.lock().unwrap_or_else(|e| e.into_inner()).push((index, exit));
-        static AT_EXIT: std::sync::Once = std::sync::Once::new();
-        // SAFETY: registers a plain function with the program's libc.
-        AT_EXIT.call_once(|| unsafe {
-            libc::atexit(flush_at_exit);
-        });
+    let c = &LIBC[index];
+    for (slot, name) in [
+        (&c.fflush, "fflush"),
+        (&c.ctype_init, "__ctype_init"),
+        (&c.uselocale, "uselocale"),
+        (&c.ftrylockfile, "ftrylockfile"),
+        (&c.funlockfile, "funlockfile"),
+    ] {
+        slot.store(find(h, name, None), Ordering::Release);
     }
+    c.setlocale.store(setlocale, Ordering::Release);
+    c.stdout.store(out, Ordering::Release);
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain function with the program's libc.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(flush_at_exit);
+    });
 }
 
 fn find(h: *mut c_void, name: &str, version: Option<&str>) -> usize {

@@ -143,6 +143,17 @@ fn loader_adds() -> u64 {
     adds
 }
 
+/// What the loader stored in the slot of `r` at `slot` (inside a mapped
+/// object), without the addend of a pointer in data.
+fn bound(slot: usize, r: &crate::elf::Reloc) -> usize {
+    // SAFETY: the caller's slot lies inside an object's mapped image.
+    let v = unsafe { *(slot as *const usize) };
+    match r.kind {
+        Kind::Abs64 => v.wrapping_sub(r.addend as usize),
+        _ => v,
+    }
+}
+
 /// A slot of the program's to point at a stub: (slot, routed index, addend).
 type Slot = (usize, usize, i64);
 
@@ -165,12 +176,7 @@ fn scan(
         let slot = o.bias + r.offset as usize;
         // What the loader bound (a lazy slot still points into the
         // object's own PLT: look the name up instead).
-        // SAFETY: the slot is inside the object's mapped image.
-        let bound = unsafe { *(slot as *const usize) };
-        let bound = match r.kind {
-            Kind::Abs64 => bound.wrapping_sub(r.addend as usize),
-            _ => bound,
-        };
+        let bound = bound(slot, r);
         let target = if bound == 0 || within(&extent, bound) { lookup(&s.name, s.version.as_deref()) } else { bound };
         let Some(lib) = plan.isolated.iter().position(|l| within(&l.extent, target)) else { continue };
         let function = plan.isolated[lib].exec.iter().any(|e| within(e, target));
@@ -382,8 +388,7 @@ fn trap_std_streams(plan: &mut Plan, others: &[(Loaded, Arc<Info>)]) -> Result<u
     let mut fakes: HashMap<usize, usize> = HashMap::new();
     let mut slots = 0;
     for (o, info) in others {
-        let b = o.base_name();
-        if b.starts_with("ld-linux") || (o.name.is_empty() && o.path.is_none()) {
+        if o.base_name().starts_with("ld-linux") {
             continue;
         }
         let mut w = Vec::new();
@@ -393,9 +398,7 @@ fn trap_std_streams(plan: &mut Plan, others: &[(Loaded, Arc<Info>)]) -> Result<u
                 continue;
             }
             let slot = o.bias + r.offset as usize;
-            // SAFETY: the slot is inside the object's mapped image.
-            let bound = unsafe { *(slot as *const usize) };
-            let target = if r.kind == Kind::Abs64 { bound.wrapping_sub(r.addend as usize) } else { bound };
+            let target = bound(slot, r);
             if !within(&libc.extent, target) {
                 continue;
             }
