@@ -178,10 +178,15 @@ async fn hazard(r: &Round, i: u64, brx: Option<tokio::sync::broadcast::Receiver<
             i
         }
         3 => {
-            let mut s = tokio::net::TcpStream::connect(r.addr).await.unwrap();
-            s.write_all(&i.to_le_bytes()).await.unwrap();
+            // A failure says what the server side saw (a rare reset, seen
+            // once in CI and not yet explained, is diagnosed from this).
+            let fail = |what: &str, e: std::io::Error| -> ! {
+                panic!("echo client {i}: {what}: {e}; server saw: {:?}", server_errors())
+            };
+            let mut s = tokio::net::TcpStream::connect(r.addr).await.unwrap_or_else(|e| fail("connect", e));
+            s.write_all(&i.to_le_bytes()).await.unwrap_or_else(|e| fail("write", e));
             let mut buf = [0u8; 8];
-            s.read_exact(&mut buf).await.unwrap();
+            s.read_exact(&mut buf).await.unwrap_or_else(|e| fail("read", e));
             u64::from_le_bytes(buf)
         }
         4 => i + brx.expect("subscribed").recv().await.unwrap(),
@@ -209,20 +214,49 @@ async fn hazard(r: &Round, i: u64, brx: Option<tokio::sync::broadcast::Receiver<
     }
 }
 
+/// What the echo servers' side saw go wrong (accept errors, and reads or
+/// writes that failed other than at the client's end of stream).
+static SERVER_ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn server_error(what: String) {
+    SERVER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).push(what);
+}
+
+fn server_errors() -> Vec<String> {
+    SERVER_ERRORS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 async fn echo_server(spawn: Spawn, listener: tokio::net::TcpListener, mut stopped: tokio::sync::oneshot::Receiver<()>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     loop {
         let mut s = tokio::select! {
-            r = listener.accept() => r.unwrap().0,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    server_error(format!("accept: {e} ({:?})", e.raw_os_error()));
+                    panic!("echo server: accept: {e}");
+                }
+            },
             _ = &mut stopped => return,
         };
         drop(spawn(Box::pin(async move {
             let mut buf = [0u8; 8];
-            while s.read_exact(&mut buf).await.is_ok() {
+            let mut served = 0u32;
+            loop {
+                match s.read_exact(&mut buf).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => {
+                        server_error(format!("read after {served} echoes: {e} ({:?})", e.raw_os_error()));
+                        break;
+                    }
+                }
                 spin(20_000);
-                if s.write_all(&buf).await.is_err() {
+                if let Err(e) = s.write_all(&buf).await {
+                    server_error(format!("write after {served} echoes: {e} ({:?})", e.raw_os_error()));
                     break;
                 }
+                served += 1;
             }
         })));
     }
