@@ -47,6 +47,7 @@ mod rules;
 mod runtime;
 mod scheduler;
 mod task;
+pub mod thread;
 
 pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
 pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};

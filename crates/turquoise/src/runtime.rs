@@ -115,7 +115,7 @@ impl Builder {
         crate::rules::install();
         linger::init().map_err(io::Error::other)?;
         let (sched, locals) = Scheduler::new(self.workers, self.slice);
-        let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, tokio: tokio.handle().clone() }) };
+        let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, time: self.time, tokio: tokio.handle().clone() }) };
         let stop = |threads: Vec<std::thread::JoinHandle<()>>| {
             sched.shutdown.store(true, Ordering::Release);
             sched.wake_all();
@@ -163,6 +163,8 @@ impl Builder {
 struct Inner {
     sched: Arc<Scheduler>,
     slice: Duration,
+    /// Timers are enabled (green threads' `sleep` parks on them).
+    time: bool,
     tokio: tokio::runtime::Handle,
 }
 
@@ -222,6 +224,25 @@ impl Handle {
     /// The tokio runtime `block_on` runs on (each worker has its own).
     pub fn tokio(&self) -> &tokio::runtime::Handle {
         &self.inner.tokio
+    }
+
+    /// Has the runtime shut down (no task will run any more)?
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.sched.shutdown.load(Ordering::Acquire)
+    }
+
+    /// The slice of the runtime's preemptible tasks and green threads.
+    pub fn slice(&self) -> Duration {
+        self.inner.slice
+    }
+
+    pub(crate) fn has_time(&self) -> bool {
+        self.inner.time
+    }
+
+    /// Runs a green thread as a task.
+    pub(crate) fn spawn_green<T: Send + 'static>(&self, green: crate::thread::Green<T>) -> JoinHandle<T> {
+        self.spawn_body::<std::future::Pending<T>>(Body::Green(green))
     }
 
     fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>

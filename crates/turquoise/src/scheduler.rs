@@ -74,6 +74,10 @@ pub(crate) struct Slot {
     stealer: Stealer<Task>,
     /// With when each was stopped.
     pinned: Mutex<VecDeque<(Instant, Task)>>,
+    /// Started green threads of this worker woken after a park or a yield:
+    /// at rest, but never stolen (their frames may hold this thread's
+    /// thread-local addresses).
+    ready: Mutex<VecDeque<Task>>,
     /// The waker of the worker's loop while it waits for work.
     waker: Mutex<Option<Waker>>,
     /// The worker waits in tokio's driver (read on its own thread only:
@@ -128,6 +132,7 @@ impl Scheduler {
             .map(|d| Slot {
                 stealer: d.stealer(),
                 pinned: Mutex::new(VecDeque::new()),
+                ready: Mutex::new(VecDeque::new()),
                 waker: Mutex::new(None),
                 waiting: AtomicBool::new(false),
                 counters: Counters::default(),
@@ -146,11 +151,28 @@ impl Scheduler {
 
     /// Where a woken task goes (async-task's schedule function).
     pub(crate) fn schedule(&self, task: Task, info: ScheduleInfo) {
+        if self.shutdown.load(Ordering::Acquire) {
+            // No worker will run it: cancelled (its handle says so).
+            drop(task);
+            return;
+        }
         let pinned = task.metadata().pinned.load(Ordering::Relaxed);
         if pinned != 0 {
             let slot = &self.slots[pinned - 1];
             slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).push_back((Instant::now(), task));
             self.notify(pinned - 1);
+            return;
+        }
+        let home = task.metadata().home.load(Ordering::Relaxed);
+        if home != 0 {
+            let w = home - 1;
+            self.slots[w].ready.lock().unwrap_or_else(|e| e.into_inner()).push_back(task);
+            // The worker itself looks at its queues before it waits again,
+            // unless it waits already (woken by its driver).
+            let me = WORKER.with(|w| w.get());
+            if !(std::ptr::eq(me.0, self) && me.1 == w) || self.slots[w].waiting.load(Ordering::Relaxed) {
+                self.notify(w);
+            }
             return;
         }
         // A yield and a wake both go to the back (FIFO).
@@ -233,6 +255,11 @@ impl Scheduler {
         }
         let left: Vec<(Instant, Task)> = self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
         drop(left);
+        let ready: Vec<Task> = self.slots[me].ready.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        drop(ready);
+        // Green threads that started here and wait elsewhere (parked on a
+        // timer, a channel, a join): ended here, on their home.
+        crate::thread::kill_live();
         WORKER.with(|w| w.set((std::ptr::null(), 0)));
     }
 
@@ -332,7 +359,12 @@ impl Scheduler {
             }
             t
         };
-        let fresh = || local.pop().or_else(|| self.take_injector(local));
+        // Green threads woken on this worker and tasks at rest take turns.
+        let ready = || slot.ready.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let fresh = || {
+            let first = if tick.is_multiple_of(2) { ready().or_else(|| local.pop()) } else { local.pop().or_else(ready) };
+            first.or_else(|| self.take_injector(local))
+        };
         let found = if overdue { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
         if found.is_some() {
             return found;
@@ -376,6 +408,7 @@ impl Scheduler {
     fn has_work_for(&self, me: usize) -> bool {
         !self.injector.is_empty()
             || !self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || !self.slots[me].ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
             || self.slots.iter().enumerate().any(|(i, s)| i != me && !s.stealer.is_empty())
     }
 

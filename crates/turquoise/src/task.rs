@@ -24,6 +24,9 @@ pub(crate) struct Shared {
     /// (0: not stopped, it may run anywhere). Written by the polling
     /// worker before async-task can schedule the task again.
     pub(crate) pinned: AtomicUsize,
+    /// 1 + the worker a started green thread lives on (0: none): woken at
+    /// rest, it goes to that worker's ready queue. Written like `pinned`.
+    pub(crate) home: AtomicUsize,
     /// The task's counters, for its handle.
     counters: PollCounters,
 }
@@ -34,6 +37,7 @@ impl Shared {
             aborted: AtomicBool::new(false),
             waker: Mutex::new(None),
             pinned: AtomicUsize::new(0),
+            home: AtomicUsize::new(0),
             counters: PollCounters::default(),
         })
     }
@@ -62,6 +66,8 @@ pub enum JoinError {
     Cancelled,
     /// It panicked; the payload.
     Panic(Box<dyn Any + Send + 'static>),
+    /// A green thread tried to join itself (it would wait forever).
+    SelfJoin,
 }
 
 impl JoinError {
@@ -75,11 +81,16 @@ impl JoinError {
         matches!(self, JoinError::Panic(_))
     }
 
-    /// The panic's payload. Panics if the task was cancelled.
+    /// Did a green thread try to join itself?
+    pub fn is_self_join(&self) -> bool {
+        matches!(self, JoinError::SelfJoin)
+    }
+
+    /// The panic's payload. Panics if the task did not panic.
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self {
             JoinError::Panic(p) => p,
-            JoinError::Cancelled => panic!("turquoise: `into_panic` on a cancelled task's JoinError"),
+            e => panic!("turquoise: `into_panic` on a JoinError that is not a panic: {e}"),
         }
     }
 }
@@ -89,6 +100,7 @@ impl fmt::Debug for JoinError {
         match self {
             JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
             JoinError::Panic(_) => f.write_str("JoinError::Panic(..)"),
+            JoinError::SelfJoin => f.write_str("JoinError::SelfJoin"),
         }
     }
 }
@@ -98,6 +110,7 @@ impl fmt::Display for JoinError {
         match self {
             JoinError::Cancelled => f.write_str("task was cancelled"),
             JoinError::Panic(_) => f.write_str("task panicked"),
+            JoinError::SelfJoin => f.write_str("a green thread cannot join itself"),
         }
     }
 }
@@ -111,6 +124,8 @@ where
 {
     Preemptible(Preemptible<F::Output>),
     Cooperative(Pin<Box<F>>),
+    /// A green thread (`F` is only a marker of the output type).
+    Green(crate::thread::Green<F::Output>),
 }
 
 /// The whole task: its body, aborts, and panics caught for the handle.
@@ -143,9 +158,11 @@ where
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| match body {
             Body::Preemptible(p) => Pin::new(p).poll(cx),
             Body::Cooperative(f) => f.as_mut().poll(cx),
+            Body::Green(g) => Pin::new(g).poll(cx),
         }));
         let (preempted, how) = match this.body {
             Some(Body::Preemptible(ref p)) => (p.is_stopped(), p.last_preemption()),
+            Some(Body::Green(ref g)) => (g.is_stopped(), g.last_preemption()),
             _ => (false, None),
         };
         this.shared.count(preempted, how);
@@ -156,9 +173,17 @@ where
                 Poll::Ready(Ok(v))
             }
             Ok(Poll::Pending) => {
-                let stopped = matches!(this.body, Some(Body::Preemptible(ref p)) if p.is_stopped());
-                let home = if stopped { crate::scheduler::current_worker().map_or(0, |w| w + 1) } else { 0 };
-                this.shared.pinned.store(home, Ordering::Relaxed);
+                let (stopped, started) = match this.body {
+                    Some(Body::Preemptible(ref p)) => (p.is_stopped(), false),
+                    Some(Body::Green(ref g)) => (g.is_stopped(), g.is_started()),
+                    _ => (false, false),
+                };
+                let here = crate::scheduler::current_worker().map_or(0, |w| w + 1);
+                this.shared.pinned.store(if stopped { here } else { 0 }, Ordering::Relaxed);
+                // A started green thread never leaves its worker.
+                if started && this.shared.home.load(Ordering::Relaxed) == 0 {
+                    this.shared.home.store(here, Ordering::Relaxed);
+                }
                 Poll::Pending
             }
             Err(panic) => {

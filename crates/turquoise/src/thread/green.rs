@@ -1,0 +1,387 @@
+//! The green thread as a runtime task: a linger function resumed by polls.
+//!
+//! Each poll of the task resumes the function for at most its slice. The
+//! function ends a poll in one of three ways:
+//!
+//! - it *parks* ([`park`]): it asked to wait (a future it blocks on is
+//!   pending) and paused; the task returns `Pending` and runs again when its
+//!   waker fires;
+//! - it *yields* ([`yield_now`]): the task wakes itself and goes behind the
+//!   other runnable work;
+//! - its slice ran out anywhere else: stopped, it is queued behind the work
+//!   at rest (the scheduler's stopped queue), as a preempted poll is.
+//!
+//! **Where it runs.** Until its first instruction a green thread may be
+//! stolen by any worker (nothing of any thread is in its frames yet). From
+//! then on it runs on that worker only (its *home*): every later wake-up is
+//! routed there (`Shared::home`, `Shared::pinned`). Code caches thread-local
+//! addresses and values across any call, including the call that parks, so
+//! no later point is safe to move it (`docs/safety.md`, "Green threads").
+//!
+//! **Thread-locals.** Around each resume the worker swaps in the thread's
+//! image of the program's thread-locals (`tls.rs`), and swaps it out after.
+//!
+//! **No lost wake-up.** A park sets `why` and pauses. The slice may end
+//! between the two (then the poll sees a stop, not a park, and the thread
+//! pauses at its next resume); a wake may come at any point. The waker sets
+//! `woken` before waking the task, and the thread clears it before each
+//! look at what it waits for: a poll that ends in a park with `woken` set
+//! wakes its task again (as `future.rs` does for preemptible futures).
+
+use std::any::Any;
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use linger::Linger;
+
+use super::tls::{self, Image};
+use super::Thread;
+
+/// Why the function paused (read by the poll that resumed it).
+const NONE: u8 = 0;
+const PARK: u8 = 1;
+const YIELD: u8 = 2;
+
+/// A destructor of a thread-local registered inside a green thread (std's
+/// `thread_local!` values with `Drop`, through `__cxa_thread_atexit_impl`).
+type Dtor = (unsafe extern "C" fn(*mut libc::c_void), usize);
+
+/// What the thread's own code and its task share.
+pub(crate) struct GreenShared {
+    /// The task that polled the thread last.
+    outer: AtomicWaker,
+    /// A wake-up came since the thread last looked (see the module doc).
+    woken: AtomicBool,
+    why: AtomicU8,
+    pub(crate) thread: Thread,
+    /// Thread-local destructors registered by the thread, run at its end.
+    dtors: Mutex<Vec<Dtor>>,
+}
+
+impl Wake for GreenShared {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.outer.wake();
+    }
+}
+
+std::thread_local! {
+    /// The green thread running on this worker (null between resumes).
+    static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
+    /// This worker's started green threads, by id, for shutdown: each is
+    /// cancelled here, on its home, before the worker's thread ends.
+    static LIVE: RefCell<HashMap<u64, Arc<dyn Kill>>> = RefCell::new(HashMap::new());
+    /// An address unique to this OS thread while it lives (identifies a
+    /// green thread's home).
+    static HOME_TOKEN: u8 = const { 0 };
+}
+
+fn home_token() -> usize {
+    HOME_TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// The green thread calling, if any.
+pub(crate) fn current() -> Option<&'static GreenShared> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: set only while the worker resumes that thread, whose task
+    // holds an `Arc` of it for at least as long; the thread itself (the only
+    // code that runs meanwhile on this worker) reads it.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Inside a green thread: waits for a wake-up of the thread's waker.
+/// Returns at once (spuriously) if one came since the last [`begin_look`].
+pub(crate) fn park() {
+    let Some(g) = current() else { return };
+    if g.woken.load(Ordering::Acquire) {
+        return;
+    }
+    g.why.store(PARK, Ordering::Relaxed);
+    linger::pause();
+}
+
+/// Inside a green thread: goes behind the other runnable work.
+pub(crate) fn yield_now() {
+    if let Some(g) = current() {
+        g.why.store(YIELD, Ordering::Relaxed);
+        linger::pause();
+    }
+}
+
+/// Inside a green thread: the waker that unparks it, after clearing the
+/// record of earlier wake-ups (call before each look at what it waits for).
+pub(crate) fn begin_look() -> Option<Waker> {
+    let g = current()?;
+    g.woken.store(false, Ordering::Relaxed);
+    // SAFETY (of the `Arc` below): `g` lives in an `Arc` (the task's); we
+    // make a new strong reference from it.
+    let arc = unsafe {
+        Arc::increment_strong_count(g as *const GreenShared);
+        Arc::from_raw(g as *const GreenShared)
+    };
+    Some(Waker::from(arc))
+}
+
+/// Registers a thread-local destructor for the calling green thread; false
+/// outside one.
+pub(crate) fn register_dtor(dtor: unsafe extern "C" fn(*mut libc::c_void), obj: *mut libc::c_void) -> bool {
+    match current() {
+        Some(g) => {
+            g.dtors.lock().unwrap_or_else(|e| e.into_inner()).push((dtor, obj as usize));
+            true
+        }
+        None => false,
+    }
+}
+
+/// Runs the destructors registered so far, newest first, until none is
+/// left (a destructor may register more). On the thread's stack at its end,
+/// or on its home worker with its image installed when it is cancelled.
+fn run_dtors(g: &GreenShared) {
+    loop {
+        let next = g.dtors.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let Some((f, obj)) = next else { return };
+        // SAFETY: registered by std (or C++) for this thread's object, to
+        // be called once at the thread's end, which this is.
+        unsafe { f(obj as *mut libc::c_void) };
+    }
+}
+
+type Outcome<T> = Result<T, Box<dyn Any + Send>>;
+
+/// What only the home worker touches once the thread has started.
+struct Body<T> {
+    linger: Option<Linger<Outcome<T>>>,
+    image: Option<Image>,
+}
+
+/// The thread's function and image, shared by its task and its worker's
+/// list of live threads.
+struct Record<T> {
+    body: UnsafeCell<Body<T>>,
+    /// The home worker's token (0 before the first resume).
+    home: AtomicUsize,
+    shared: Arc<GreenShared>,
+}
+
+// SAFETY: `body` is touched only on one thread at a time: before the first
+// resume by whoever owns the task (it moves between threads as a whole,
+// handed over by the run queues), and from then on only on the home worker,
+// by its polls and by `kill` after its loop has ended (never during a
+// poll). Everything in it is `Send`.
+unsafe impl<T: Send> Sync for Record<T> {}
+
+impl<T: Send> Record<T> {
+    fn on_home(&self) -> bool {
+        let h = self.home.load(Ordering::Relaxed);
+        h == 0 || h == home_token()
+    }
+
+    /// Ends the thread where it is (on its home, or before it started):
+    /// a parked or yielded thread is unwound, a stopped one reclaimed (the
+    /// core's rules, `docs/safety.md`), then its thread-local destructors
+    /// run with its image installed.
+    fn end(&self) {
+        // SAFETY: see the `Sync` impl: called on the home worker (or by the
+        // task's owner before start), not during a poll of this thread.
+        let body = unsafe { &mut *self.body.get() };
+        let Some(l) = body.linger.take() else { return };
+        let started = self.home.load(Ordering::Relaxed) != 0;
+        let set = tls::swap_set().filter(|_| started);
+        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
+            set.swap(img);
+        }
+        // Not `CURRENT`: this runs on the worker's stack, where the thread
+        // cannot park (its blocking calls block the worker meanwhile).
+        drop(l);
+        run_dtors(&self.shared);
+        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
+            set.swap(img);
+        }
+        body.image = None;
+    }
+}
+
+/// Ends a live thread at shutdown (type-erased for the worker's list).
+trait Kill {
+    fn kill(&self);
+}
+
+impl<T: Send> Kill for Record<T> {
+    fn kill(&self) {
+        self.end();
+        // Its task, woken, is dropped by the stopping scheduler: the join
+        // handle learns that the thread was cancelled.
+        self.shared.outer.wake();
+    }
+}
+
+/// Cancels the green threads that started on this worker and are still
+/// alive: called by the worker when its loop has ended, inside its runtime.
+pub(crate) fn kill_live() {
+    loop {
+        let batch: Vec<Arc<dyn Kill>> = LIVE.try_with(|l| l.borrow_mut().drain().map(|(_, k)| k).collect()).unwrap_or_default();
+        if batch.is_empty() {
+            return;
+        }
+        for k in batch {
+            k.kill();
+        }
+    }
+}
+
+/// The task body of a green thread.
+pub(crate) struct Green<T: Send + 'static> {
+    cell: Arc<Record<T>>,
+    slice: Duration,
+    /// The last poll's slice ran out outside a park or yield.
+    stopped: bool,
+    last: Option<linger::Preemption>,
+}
+
+impl<T: Send + 'static> Green<T> {
+    /// Sets the thread up (its stack is taken now, so that running out of
+    /// memory or stacks is the spawner's error), unstarted.
+    pub(crate) fn new<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool) -> Result<Green<T>, linger::Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        crate::rules::install();
+        let shared = Arc::new(GreenShared {
+            outer: AtomicWaker::new(),
+            woken: AtomicBool::new(false),
+            why: AtomicU8::new(NONE),
+            thread,
+            dtors: Mutex::new(Vec::new()),
+        });
+        let g = shared.clone();
+        let body = move || {
+            let r = std::panic::catch_unwind(AssertUnwindSafe(f));
+            // Its thread-locals die with it, on its stack, as a pthread's.
+            run_dtors(&g);
+            r
+        };
+        let mut b = linger::Builder::new();
+        if let Some(s) = stack_size {
+            b = b.stack_size(s);
+        }
+        // SAFETY (migratable): the function is resumed on another thread
+        // than the one that launched it only before its first instruction
+        // (stolen while unstarted); once started it runs on its home worker
+        // only (the scheduler routes every wake-up there), so no
+        // thread-local address it computed is ever used on another thread.
+        let l = unsafe { b.migratable(true) }.launch(body, Duration::ZERO)?;
+        let image = tls::swap_set().filter(|_| own_tls).map(|s| s.image());
+        let cell = Arc::new(Record { body: UnsafeCell::new(Body { linger: Some(l), image }), home: AtomicUsize::new(0), shared });
+        Ok(Green { cell, slice, stopped: false, last: None })
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    pub(crate) fn last_preemption(&self) -> Option<linger::Preemption> {
+        self.last
+    }
+
+    pub(crate) fn is_started(&self) -> bool {
+        self.cell.home.load(Ordering::Relaxed) != 0
+    }
+}
+
+impl<T: Send + 'static> Unpin for Green<T> {}
+
+impl<T: Send + 'static> Future for Green<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = &mut *self;
+        let cell = &*this.cell;
+        this.last = None;
+        if !cell.on_home() {
+            // Started elsewhere: never resumed here (the scheduler routes
+            // wake-ups home; this is a poll after its home has gone).
+            return Poll::Pending;
+        }
+        let g = &cell.shared;
+        g.outer.register(cx.waker());
+        if cell.home.load(Ordering::Relaxed) == 0 {
+            cell.home.store(home_token(), Ordering::Relaxed);
+            let k: Arc<dyn Kill> = this.cell.clone();
+            LIVE.with(|l| l.borrow_mut().insert(g.thread.id().0, k));
+        }
+        // SAFETY: see `Record`'s `Sync` impl: we are on the home worker, in
+        // its poll of this thread.
+        let body = unsafe { &mut *cell.body.get() };
+        let Some(l) = body.linger.as_mut() else { return Poll::Pending };
+        let set = tls::swap_set();
+        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
+            set.swap(img);
+        }
+        CURRENT.with(|c| c.set(&**g));
+        let r = linger::resume(l, this.slice);
+        CURRENT.with(|c| c.set(std::ptr::null()));
+        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
+            set.swap(img);
+        }
+        if let Err(e) = r {
+            panic!("turquoise: cannot resume a green thread: {e}");
+        }
+        match body.linger.take() {
+            Some(Linger::Completion(r)) => {
+                this.stopped = false;
+                body.image = None;
+                LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+                match r {
+                    Ok(v) => Poll::Ready(v),
+                    // Raised here, on the worker, after the thread's own
+                    // unwinding ended inside it: the task turns it into the
+                    // handle's `JoinError`.
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            Some(Linger::Continuation(c)) => {
+                let yielded = c.yielded();
+                let stop = if yielded { None } else { linger::last_preemption() };
+                body.linger = Some(Linger::Continuation(c));
+                let why = if yielded { g.why.swap(NONE, Ordering::Relaxed) } else { NONE };
+                this.stopped = !yielded;
+                if !yielded {
+                    this.last = stop;
+                    cx.waker().wake_by_ref();
+                } else if why != PARK || g.woken.load(Ordering::Acquire) {
+                    // A yield (ours, or `linger::pause` called by the
+                    // thread's code); or a park whose wake-up already came.
+                    cx.waker().wake_by_ref();
+                }
+                Poll::Pending
+            }
+            Some(Linger::Poison) | None => unreachable!("resume reported no error"),
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Green<T> {
+    fn drop(&mut self) {
+        // Started, and dropped away from its home (its task dropped by
+        // another thread): the home worker ends it at shutdown, with its
+        // image, where its frames' thread-local addresses are valid.
+        if self.cell.on_home() {
+            self.cell.end();
+            if self.is_started() {
+                let _ = LIVE.try_with(|l| l.borrow_mut().remove(&self.cell.shared.thread.id().0));
+            }
+        }
+    }
+}

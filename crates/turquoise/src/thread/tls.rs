@@ -1,0 +1,236 @@
+//! Per-green-thread images of the executable's own thread-locals.
+//!
+//! Green threads of one worker share its OS thread, hence its thread-local
+//! storage. Compiled code keeps thread-local *values* in registers across
+//! whole loops (`rustc -O` hoists a `thread_local!` `Cell` out of a loop),
+//! so two green threads preempted inside such a loop would overwrite each
+//! other's updates, and a `RefCell` borrowed by one would be seen borrowed
+//! by the other: to the compiler, another thread wrote its thread's memory.
+//! A green thread must see its thread-locals as a pthread sees its own.
+//!
+//! So each green thread owns an *image*: the bytes of the executable's
+//! `PT_TLS` block (module 1, where every Rust `thread_local!` of the program
+//! and its crates lives, and C `__thread` variables of the executable) that
+//! belong to the *swap set*. Around every resume of the green thread the
+//! worker swaps the image with its own bytes at the same addresses: in
+//! before, out after. Addresses never change (a started green thread never
+//! leaves its worker, `scheduler.rs`), values are the thread's own.
+//!
+//! The swap set is every `STT_TLS` symbol of the executable except the
+//! runtime's own per-OS-thread state, which must stay the worker's: linger,
+//! gotcha, turquoise, tokio and what they are built on, and std's
+//! per-OS-thread machinery (its destructor list and stack guard, the
+//! current `Thread`, the test harness's output capture). Those are only
+//! touched by runtime code, which runs with the worker's values installed.
+//! Symbols are read from `/proc/self/exe` once. A stripped executable has no
+//! symbols to tell them apart: images are then off, and green threads share
+//! their worker's thread-locals (`enabled()` says so).
+//!
+//! Written by hand: no crate builds per-thread images of static TLS.
+
+use std::sync::OnceLock;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// Demangled path prefixes of thread-locals that stay the worker's.
+const WORKER_OWN: &[&str] = &[
+    // The runtime: per-OS-thread scheduling, timers, signal state, stacks.
+    "linger::",
+    "gotcha::",
+    "gotcha_",
+    "turquoise::",
+    "tokio::",
+    "mio::",
+    "crossbeam_",
+    "async_task::",
+    "parking_lot_core::",
+    "parking_lot::",
+    "futures_util::",
+    "futures_channel::",
+    // std's per-OS-thread machinery: the destructor list and its guard,
+    // the stack-overflow guard, the OS thread's `Thread` and id (std's
+    // `thread::current()` stays the worker's; `turquoise::thread::current()`
+    // is the green identity), and the test harness's output capture.
+    "std::sys::",
+    "std::thread::current::",
+    "std::io::stdio::OUTPUT_CAPTURE",
+];
+
+/// The executable's thread-locals that green threads keep their own.
+pub(crate) struct SwapSet {
+    /// (offset in the TLS block, length), sorted, disjoint.
+    ranges: Vec<(usize, usize)>,
+    /// Their initial bytes (the `PT_TLS` template), packed.
+    template: Box<[u8]>,
+}
+
+/// One green thread's values of the swap set, packed (or, while it runs,
+/// the worker's own).
+pub(crate) struct Image(Box<[u8]>);
+
+static SET: OnceLock<Option<SwapSet>> = OnceLock::new();
+
+/// The swap set, or `None` when images are off (no symbol table).
+pub(crate) fn swap_set() -> Option<&'static SwapSet> {
+    SET.get_or_init(build).as_ref()
+}
+
+/// How many bytes of thread-locals each green thread keeps its own (and
+/// the worker swaps at each switch), or `None` when the executable has no
+/// symbol table to tell the program's from the runtime's: green threads of
+/// a worker then share its thread-locals.
+pub fn image_bytes() -> Option<usize> {
+    swap_set().map(|s| s.template.len())
+}
+
+/// Demangled, with crate disambiguators (`std[abc123]`) and a leading `<`
+/// removed, for prefix rules.
+fn path_of(raw: &str) -> String {
+    let d = match rustc_demangle::try_demangle(raw) {
+        Ok(d) => format!("{d:#}"),
+        Err(_) => raw.to_string(),
+    };
+    let mut out = String::with_capacity(d.len());
+    let mut depth = 0;
+    for c in d.trim_start_matches('<').chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn worker_own(raw: &str) -> bool {
+    let p = path_of(raw);
+    WORKER_OWN.iter().any(|w| p.starts_with(w))
+}
+
+fn build() -> Option<SwapSet> {
+    let data = std::fs::read("/proc/self/exe").ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let symbols: Vec<_> = file.symbols().filter(|s| s.kind() == SymbolKind::Tls && s.size() > 0).collect();
+    if symbols.is_empty() {
+        // Stripped, or no thread-locals at all: nothing we can tell apart.
+        return None;
+    }
+    let (memsz, init) = module_template()?;
+    let mut ranges: Vec<(usize, usize)> = symbols
+        .iter()
+        .filter(|s| !s.name().map_or(true, worker_own))
+        .map(|s| (s.address() as usize, s.size() as usize))
+        .filter(|&(o, n)| o.checked_add(n).is_some_and(|e| e <= memsz))
+        .collect();
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (o, n) in ranges {
+        match merged.last_mut() {
+            Some((lo, ln)) if o <= *lo + *ln => *ln = (*ln).max(o + n - *lo),
+            _ => merged.push((o, n)),
+        }
+    }
+    let mut template = Vec::with_capacity(merged.iter().map(|r| r.1).sum());
+    for &(o, n) in &merged {
+        template.extend((o..o + n).map(|i| init.get(i).copied().unwrap_or(0)));
+    }
+    drop(file);
+    Some(SwapSet { ranges: merged, template: template.into_boxed_slice() })
+}
+
+/// The executable's TLS block size and its initialised part (`.tdata`).
+fn module_template() -> Option<(usize, Vec<u8>)> {
+    let mut out: Option<(usize, Vec<u8>)> = None;
+    visit_executable(|info| {
+        for ph in phdrs(info) {
+            if ph.p_type == libc::PT_TLS {
+                let at = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                // SAFETY: the loader mapped the executable's TLS template
+                // (`p_filesz` bytes at its load address); it is read-only
+                // and lives as long as the process.
+                let init = unsafe { std::slice::from_raw_parts(at as *const u8, ph.p_filesz as usize) };
+                out = Some((ph.p_memsz as usize, init.to_vec()));
+            }
+        }
+    });
+    out
+}
+
+fn phdrs(info: &libc::dl_phdr_info) -> &[libc::Elf64_Phdr] {
+    // SAFETY: `dl_iterate_phdr` hands out the object's program headers,
+    // `dlpi_phnum` of them, valid during the callback.
+    unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+}
+
+/// Calls `f` with the executable's entry of `dl_iterate_phdr` (the first).
+fn visit_executable(mut f: impl FnMut(&libc::dl_phdr_info)) {
+    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `data` is the `&mut dyn FnMut` passed below, alive for the
+        // call; `info` is valid during the callback.
+        let f = unsafe { &mut *(data as *mut &mut dyn FnMut(&libc::dl_phdr_info)) };
+        f(unsafe { &*info });
+        1 // the executable comes first: stop there
+    }
+    let mut f: &mut dyn FnMut(&libc::dl_phdr_info) = &mut f;
+    // SAFETY: the callback only uses `data` as the closure above.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut f as *mut _ as *mut libc::c_void) };
+}
+
+/// The calling thread's block of the executable's thread-locals.
+fn block() -> *mut u8 {
+    std::thread_local! {
+        static BLOCK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    BLOCK.with(|b| {
+        if b.get() == 0 {
+            let mut at = 0usize;
+            visit_executable(|info| at = info.dlpi_tls_data as usize);
+            b.set(at);
+        }
+        b.get() as *mut u8
+    })
+}
+
+impl SwapSet {
+    /// A new green thread's image: the initial values.
+    pub(crate) fn image(&self) -> Image {
+        Image(self.template.clone())
+    }
+
+    /// Exchanges `image` with the calling thread's values of the swap set:
+    /// called once puts the image's values in place (and keeps the
+    /// thread's), called again puts everything back.
+    ///
+    /// Run only by runtime code, which touches none of these variables
+    /// between the two calls of a pair.
+    pub(crate) fn swap(&self, image: &mut Image) {
+        let base = block();
+        if base.is_null() {
+            return;
+        }
+        let mut at = 0;
+        for &(o, n) in &self.ranges {
+            // SAFETY: `base + o .. + n` lies inside this thread's TLS block
+            // for the executable (ranges were checked against `p_memsz`), the
+            // image holds `n` bytes at `at` (built from the same ranges), and
+            // the two never overlap (heap and TLS). No other thread touches
+            // this thread's block, and the runtime code running here uses
+            // none of these variables (they are the program's).
+            unsafe { std::ptr::swap_nonoverlapping(base.add(o), image.0.as_mut_ptr().add(at), n) };
+            at += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_lose_disambiguators_and_brackets() {
+        assert_eq!(path_of("std[e28293b1aa0f68bd]::sys::thread_local::destructors::list::DTORS"), "std::sys::thread_local::destructors::list::DTORS");
+        assert!(worker_own("_ZN9turquoise9scheduler6WORKER29_$u7b$$u7b$constant$u7d$$u7d$28_$u7b$$u7b$closure$u7d$$u7d$23__RUST_STD_INTERNAL_VAL17h9296ff63a8bb7d2fE"));
+        assert!(!worker_own("_ZN7runtime5COUNT29_$u7b$$u7b$constant$u7d$$u7d$28_$u7b$$u7b$closure$u7d$$u7d$23__RUST_STD_INTERNAL_VAL17hd5229dc0a827dfc4E"));
+    }
+}

@@ -1,0 +1,345 @@
+//! Green threads: spawn and join in every combination, thread-locals that
+//! stay each thread's own under preemption, parking, panics, bad input and
+//! shutdown.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use turquoise::thread::{self, Builder};
+
+mod common;
+use common::{spin, Flag};
+
+fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
+    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
+}
+
+fn gettid() -> i64 {
+    // SAFETY: no arguments; returns the caller's thread id.
+    unsafe { libc::syscall(libc::SYS_gettid) }
+}
+
+#[test]
+fn spawn_and_join_outside_any_runtime() {
+    for i in 0..200u64 {
+        let h = thread::spawn(move || i * 2);
+        assert_eq!(h.join().unwrap(), i * 2);
+    }
+}
+
+std::thread_local! {
+    static COUNTER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts to `n` in a thread-local, the value kept in a register between
+/// iterations as compiled code does; every 4,096 iterations checks that the
+/// thread is on the OS thread and thread-local address it started with.
+fn count_in_thread_local(n: u64) -> (u64, bool) {
+    let tid = gettid();
+    let at = COUNTER.with(|c| c as *const Cell<u64> as usize);
+    let mut stayed = true;
+    let mut i = 0;
+    while i < n {
+        COUNTER.with(|c| {
+            let mut v = c.get();
+            for _ in 0..4096.min(n - i) {
+                v = std::hint::black_box(v) + 1;
+                c.set(v);
+            }
+        });
+        i += 4096.min(n - i);
+        stayed &= gettid() == tid && COUNTER.with(|c| c as *const Cell<u64> as usize) == at;
+    }
+    (COUNTER.with(|c| c.get()), stayed)
+}
+
+/// The test: a thread-local counter incremented in a tight loop by
+/// 1,000 preempted green threads stays exact, and no thread ever changes OS
+/// thread (spawned from one worker, so the others steal what they can).
+#[test]
+fn thread_local_counters_stay_exact_under_preemption() {
+    assert!(thread::image_bytes().is_some(), "test binaries have symbols: images are on");
+    const THREADS: u64 = 1000;
+    const N: u64 = 1 << 20;
+    for (workers, slice_us) in [(2, 20), (2, 100), (4, 50)] {
+        let rt = runtime(workers, Duration::from_micros(slice_us));
+        let results = rt.block_on(async {
+            let spawner = Builder::new()
+                .spawn(|| {
+                    let hs: Vec<_> = (0..THREADS).map(|_| thread::spawn(|| count_in_thread_local(N))).collect();
+                    hs.into_iter().map(|h| {
+                        let preempted = h.stats().preemptions;
+                        (h.join().unwrap(), preempted)
+                    }).collect::<Vec<_>>()
+                })
+                .unwrap();
+            spawner.await.unwrap()
+        });
+        let total: u64 = results.iter().map(|((v, _), _)| v).sum();
+        assert!(results.iter().all(|((v, _), _)| *v == N), "{workers} workers, {slice_us} us: a counter is off");
+        assert_eq!(total, THREADS * N);
+        assert!(results.iter().all(|((_, stayed), _)| *stayed), "a started green thread moved to another OS thread");
+        let steals: u64 = rt.worker_metrics().iter().map(|m| m.steals).sum();
+        assert!(steals > 0, "the other workers stole unstarted threads");
+        let preemptions: u64 = rt.worker_metrics().iter().map(|m| m.preemptions).sum();
+        eprintln!("{workers} {slice_us}: {preemptions} preemptions, {steals} steals, {:?}", rt.worker_metrics());
+        assert!(preemptions >= THREADS, "{preemptions} preemptions: the loops were cut");
+    }
+}
+
+/// The negative control: without images, the same loops on one worker
+/// lose each other's updates (so the test above can see what it guards).
+#[test]
+fn without_images_the_counters_come_out_wrong() {
+    let rt = runtime(1, Duration::from_micros(20));
+    let hs: Vec<_> = (0..50)
+        .map(|_| {
+            // SAFETY: the point of the test: the threads race on COUNTER,
+            // which holds plain integers (no memory is at stake).
+            let b = unsafe { Builder::new().share_thread_locals() };
+            b.spawn_on(rt.handle(), || count_in_thread_local(1 << 20)).unwrap()
+        })
+        .collect();
+    let counts: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap().0).collect();
+    assert!(counts.iter().any(|&c| c != 1 << 20), "shared thread-locals went unnoticed: {counts:?}");
+}
+
+#[test]
+fn join_from_a_green_thread_an_os_thread_and_async_code() {
+    let rt = runtime(2, Duration::from_micros(100));
+    for round in 0..50u64 {
+        // Green joins green.
+        let outer = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let inner = thread::spawn(move || {
+                    thread::sleep(Duration::from_micros(200));
+                    round + 1
+                });
+                inner.join().unwrap() + 1
+            })
+            .unwrap();
+        // An OS thread joins a green thread.
+        assert_eq!(std::thread::spawn(move || outer.join().unwrap()).join().unwrap(), round + 2);
+        // Async code awaits one.
+        let h = Builder::new().spawn_on(rt.handle(), move || spin(20_000) & 0 | round).unwrap();
+        assert_eq!(rt.block_on(async { rt.spawn(async move { h.await.unwrap() }).await.unwrap() }), round);
+    }
+}
+
+#[test]
+fn a_panic_reaches_join_and_the_thread_locals_die_with_their_thread() {
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    std::thread_local! {
+        static OWNED: std::cell::RefCell<Option<Dropped>> = const { std::cell::RefCell::new(None) };
+    }
+    let rt = runtime(1, Duration::from_micros(50));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    for i in 0..100 {
+        let d = dropped.clone();
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                OWNED.with(|o| *o.borrow_mut() = Some(Dropped(d)));
+                spin(10_000);
+                if i % 2 == 0 {
+                    panic!("green {i}");
+                }
+            })
+            .unwrap();
+        let r = h.join();
+        assert_eq!(r.is_err(), i % 2 == 0);
+        if let Err(e) = r {
+            assert!(e.is_panic());
+            assert_eq!(e.into_panic().downcast_ref::<String>().unwrap(), &format!("green {i}"));
+        }
+        // Each thread's value, dropped at its end (not the worker's).
+        assert_eq!(dropped.load(Ordering::SeqCst), i + 1);
+    }
+}
+
+#[test]
+fn bad_input_gets_errors() {
+    let rt = runtime(1, Duration::from_millis(2));
+    // Absurd stack sizes.
+    let e = Builder::new().stack_size(usize::MAX).spawn_on(rt.handle(), || ()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let e = Builder::new().stack_size(thread::MAX_STACK_SIZE + 1).spawn_on(rt.handle(), || ()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // A tiny one is rounded up and works.
+    assert_eq!(Builder::new().stack_size(1).spawn_on(rt.handle(), || 5).unwrap().join().unwrap(), 5);
+    // Joining itself: the thread is handed its own handle.
+    let (tx, rx) = std::sync::mpsc::channel::<thread::JoinHandle<()>>();
+    let saw = Arc::new(AtomicUsize::new(0));
+    let s = saw.clone();
+    let me = Builder::new()
+        .spawn_on(rt.handle(), move || {
+            let own = thread::block_on(async {
+                loop {
+                    if let Ok(h) = rx.try_recv() {
+                        break h;
+                    }
+                    tokio::time::sleep(Duration::from_micros(100)).await;
+                }
+            });
+            let e = own.join().unwrap_err();
+            s.store(if e.is_self_join() { 1 } else { 2 }, Ordering::SeqCst);
+        })
+        .unwrap();
+    tx.send(me).unwrap();
+    let t = Instant::now();
+    while saw.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(saw.load(Ordering::SeqCst), 1, "self-join is an error");
+    // Spawning after shutdown.
+    let h = rt.handle().clone();
+    drop(rt);
+    let e = Builder::new().spawn_on(&h, || ()).unwrap_err();
+    assert!(e.to_string().contains("shut down"), "{e}");
+}
+
+#[test]
+fn sleeping_threads_park_instead_of_blocking_their_worker() {
+    let rt = runtime(1, Duration::from_millis(2));
+    for _ in 0..5 {
+        let t = Instant::now();
+        let hs: Vec<_> = (0..200)
+            .map(|_| Builder::new().spawn_on(rt.handle(), || thread::sleep(Duration::from_millis(20))).unwrap())
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        // 200 x 20 ms slept one after the other would take 4 s on one worker.
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn spinning_threads_do_not_hold_the_others_up() {
+    let rt = runtime(1, Duration::from_micros(500));
+    let stop = Arc::new(AtomicU64::new(0));
+    let spinners: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            Builder::new()
+                .spawn_on(rt.handle(), move || {
+                    while stop.load(Ordering::Relaxed) == 0 {
+                        spin(1000);
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..20 {
+        let h = Builder::new().spawn_on(rt.handle(), || thread::sleep(Duration::from_millis(1))).unwrap();
+        h.join().unwrap();
+    }
+    stop.store(1, Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+}
+
+#[test]
+fn cooperative_threads_take_turns_at_yields() {
+    let rt = runtime(1, Duration::from_micros(50));
+    let turn = Arc::new(AtomicU64::new(0));
+    let hs: Vec<_> = (0..2u64)
+        .map(|me| {
+            let turn = turn.clone();
+            Builder::new()
+                .preemptive(false)
+                .spawn_on(rt.handle(), move || {
+                    let mut mine = 0;
+                    while mine < 1000 {
+                        if turn.load(Ordering::Relaxed) % 2 == me {
+                            turn.fetch_add(1, Ordering::Relaxed);
+                            mine += 1;
+                        }
+                        thread::yield_now();
+                    }
+                    spin(200_000); // longer than many slices: not stopped
+                })
+                .unwrap()
+        })
+        .collect();
+    for h in hs {
+        let stats = h.stats();
+        h.join().unwrap();
+        assert_eq!(stats.preemptions, 0);
+    }
+    assert_eq!(turn.load(Ordering::Relaxed), 2000);
+}
+
+#[test]
+fn async_tasks_and_green_threads_exchange_through_channels() {
+    let rt = runtime(2, Duration::from_micros(200));
+    for _ in 0..20 {
+        let (to_green, mut green_rx) = tokio::sync::mpsc::channel::<u64>(4);
+        let (to_task, mut task_rx) = tokio::sync::mpsc::channel::<u64>(4);
+        let green = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let mut sum = 0;
+                while let Some(v) = thread::block_on(green_rx.recv()) {
+                    sum += v;
+                    thread::block_on(to_task.send(v * 2)).unwrap();
+                }
+                sum
+            })
+            .unwrap();
+        let task = rt.spawn(async move {
+            let mut got = 0;
+            for v in 0..500u64 {
+                to_green.send(v).await.unwrap();
+                got += task_rx.recv().await.unwrap();
+            }
+            drop(to_green);
+            // Awaits the green thread.
+            (got, green.await.unwrap())
+        });
+        let (got, sum) = rt.block_on(task).unwrap();
+        assert_eq!(sum, (0..500).sum::<u64>());
+        assert_eq!(got, 2 * sum);
+    }
+}
+
+#[test]
+fn shutdown_ends_parked_and_spinning_threads_promptly() {
+    for round in 0..10 {
+        let rt = runtime(2, Duration::from_micros(100));
+        let unwound = Arc::new(AtomicUsize::new(0));
+        let mut hs = Vec::new();
+        for i in 0..100 {
+            let flag = Flag(unwound.clone());
+            hs.push(
+                Builder::new()
+                    .spawn_on(rt.handle(), move || {
+                        let _flag = flag;
+                        if i % 10 == 0 {
+                            loop {
+                                spin(1000);
+                            }
+                        }
+                        thread::sleep(Duration::from_secs(3600));
+                    })
+                    .unwrap(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let t = Instant::now();
+        drop(rt);
+        assert!(t.elapsed() < Duration::from_secs(5), "round {round}: shutdown took {:?}", t.elapsed());
+        // The 90 sleepers were unwound on their worker (their flags
+        // dropped); the spinners were stopped mid-code and reclaimed.
+        assert_eq!(unwound.load(Ordering::SeqCst), 90, "round {round}");
+        for h in hs {
+            assert!(h.join().unwrap_err().is_cancelled());
+        }
+    }
+}
