@@ -343,3 +343,45 @@ fn shutdown_ends_parked_and_spinning_threads_promptly() {
         }
     }
 }
+
+extern "C" {
+    fn __cxa_thread_atexit_impl(dtor: unsafe extern "C" fn(*mut libc::c_void), obj: *mut libc::c_void, dso: *mut libc::c_void) -> libc::c_int;
+}
+
+static RAN: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count_dtor(_: *mut libc::c_void) {
+    RAN.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Thread-local destructors registered inside a green thread run at its end
+/// only for its own thread-locals; others (the runtime's, whose values are
+/// the worker's: linger's stack pool lost its pool to this once) stay the
+/// worker's and run when the worker ends.
+#[test]
+fn only_the_threads_own_thread_locals_die_with_it() {
+    std::thread_local! {
+        static MINE: u64 = const { 0 };
+    }
+    let rt = runtime(1, Duration::from_millis(2));
+    let foreign = Box::into_raw(Box::new(0u64)) as usize;
+    for _ in 0..10 {
+        let before = RAN.load(Ordering::SeqCst);
+        Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let own = MINE.with(|m| m as *const u64 as *mut libc::c_void);
+                // SAFETY: the destructor only counts; both objects outlive it.
+                unsafe {
+                    __cxa_thread_atexit_impl(count_dtor, own, std::ptr::null_mut());
+                    __cxa_thread_atexit_impl(count_dtor, foreign as *mut libc::c_void, std::ptr::null_mut());
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(RAN.load(Ordering::SeqCst), before + 1, "the thread's own ran at its end, the other did not");
+    }
+    let before = RAN.load(Ordering::SeqCst);
+    drop(rt);
+    assert_eq!(RAN.load(Ordering::SeqCst), before + 10, "the worker's ran when the worker ended");
+}

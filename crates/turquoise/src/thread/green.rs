@@ -62,6 +62,8 @@ pub(crate) struct GreenShared {
     woken: AtomicBool,
     why: AtomicU8,
     pub(crate) thread: Thread,
+    /// The thread has its own image of the thread-locals.
+    own_tls: bool,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
 }
@@ -133,15 +135,18 @@ pub(crate) fn begin_look() -> Option<Waker> {
     Some(Waker::from(arc))
 }
 
-/// Registers a thread-local destructor for the calling green thread; false
-/// outside one.
+/// Registers a thread-local destructor for the calling green thread, if
+/// `obj` is one of its own thread-locals (in its image); false otherwise:
+/// outside a green thread, and for the runtime's thread-locals, which are
+/// the worker's and die with it (linger's stack pool, first touched inside
+/// a green thread, was destroyed with that thread before this check).
 pub(crate) fn register_dtor(dtor: unsafe extern "C" fn(*mut libc::c_void), obj: *mut libc::c_void) -> bool {
     match current() {
-        Some(g) => {
+        Some(g) if g.own_tls && tls::swap_set().is_some_and(|s| s.holds(obj as usize)) => {
             g.dtors.lock().unwrap_or_else(|e| e.into_inner()).push((dtor, obj as usize));
             true
         }
-        None => false,
+        _ => false,
     }
 }
 
@@ -263,6 +268,7 @@ impl<T: Send + 'static> Green<T> {
             woken: AtomicBool::new(false),
             why: AtomicU8::new(NONE),
             thread,
+            own_tls,
             dtors: Mutex::new(Vec::new()),
         });
         let g = shared.clone();

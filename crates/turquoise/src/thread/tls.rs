@@ -198,6 +198,16 @@ impl SwapSet {
         Image(self.template.clone())
     }
 
+    /// Is `addr` one of the calling thread's swapped thread-locals (a green
+    /// thread's own, while it runs)?
+    pub(crate) fn holds(&self, addr: usize) -> bool {
+        let Some(off) = addr.checked_sub(block() as usize) else { return false };
+        // Ranges are sorted and disjoint: the last one starting at or
+        // before `off` is the only candidate.
+        let i = self.ranges.partition_point(|&(o, _)| o <= off);
+        i > 0 && off < self.ranges[i - 1].0 + self.ranges[i - 1].1
+    }
+
     /// Exchanges `image` with the calling thread's values of the swap set:
     /// called once puts the image's values in place (and keeps the
     /// thread's), called again puts everything back.
