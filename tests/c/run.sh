@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the C examples (examples/c/*.c) and C and C++ tests
-# (tests/c/test_*.c, tests/c/test_*.cpp) against liblinger.
+# (tests/c/test_*.c, tests/c/test_*.cpp) against liblinger (test_turq_*:
+# against libturquoise, green threads, which contains linger).
 #
 #   tests/c/run.sh                 everything, linked against liblinger.so,
 #                                  and the tests once more against liblinger.a
@@ -68,18 +69,20 @@ if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"
 else
     libdir="$root/target/release"
-    echo "building liblinger (cargo build --release -p linger)"
-    cargo build --release -q -p linger
+    echo "building liblinger and libturquoise (cargo build --release -p linger -p turquoise)"
+    cargo build --release -q -p linger -p turquoise
 fi
-for f in liblinger.so liblinger.a; do
+for f in liblinger.so liblinger.a libturquoise.so libturquoise.a; do
     [ -f "$libdir/$f" ] || { echo "missing $libdir/$f" >&2; exit 2; }
 done
-# Programs linked against liblinger.so load it by its soname (as `make lib`
+# Programs linked against the .so load it by its soname (as `make lib`
 # arranges in target/release).
-soname="$(readelf -d "$libdir/liblinger.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
-if [ -n "$soname" ] && [ ! -e "$libdir/$soname" ]; then
-    ln -s liblinger.so "$libdir/$soname"
-fi
+for lib in liblinger libturquoise; do
+    soname="$(readelf -d "$libdir/$lib.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
+    if [ -n "$soname" ] && [ ! -e "$libdir/$soname" ]; then
+        ln -s "$lib.so" "$libdir/$soname"
+    fi
+done
 
 # Libraries a Rust staticlib needs from the system.
 static_libs=(-lpthread -ldl -lm -lrt)
@@ -146,8 +149,12 @@ run() {
 # build NAME SOURCE static|shared: compiles one program into $out/NAME.
 build() {
     local name="$1" src="$2" kind="$3" bin="$out/$1" log="$out/$1.build.log"
-    local link=(-L"$libdir" -llinger -Wl,-rpath,"$libdir")
-    [ "$kind" = static ] && link=("$libdir/liblinger.a" "${static_libs[@]}")
+    # Green-thread tests (test_turq_*) link libturquoise, which contains
+    # linger; the others liblinger.
+    local lib=linger
+    [[ "$name" == test_turq_* ]] && lib=turquoise
+    local link=(-L"$libdir" -l"$lib" -Wl,-rpath,"$libdir")
+    [ "$kind" = static ] && link=("$libdir/lib$lib.a" "${static_libs[@]}")
     local cc="$CC"
     [[ "$src" == *.cpp ]] && cc="$CXX"
     # Libraries a test needs besides linger: its `// link: -lfoo` line.

@@ -41,6 +41,7 @@
 //! (`Builder::launch`, `resume`, `pause`).
 
 mod counters;
+pub mod ffi;
 mod future;
 mod home;
 mod rules;

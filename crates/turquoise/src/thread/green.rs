@@ -341,8 +341,16 @@ impl<T: Send + 'static> Future for Green<T> {
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
-        if let Err(e) = r {
-            panic!("turquoise: cannot resume a green thread: {e}");
+        match r {
+            Ok(_) => {}
+            // Abandoned by linger (which reported it): the handle's panic.
+            Err(linger::Error::StackOverflow { stack_size }) => {
+                body.linger = None;
+                body.image = None;
+                LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+                std::panic::resume_unwind(Box::new(super::StackOverflow { stack_size }));
+            }
+            Err(e) => panic!("turquoise: cannot resume a green thread: {e}"),
         }
         match body.linger.take() {
             Some(Linger::Completion(r)) => {

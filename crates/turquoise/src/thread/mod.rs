@@ -195,16 +195,50 @@ fn linger_error(e: linger::Error) -> io::Error {
     }
 }
 
-/// The runtime [`spawn`] uses outside any: one worker per CPU, all drivers
-/// on, started at the first use and never shut down (as Go's).
+/// The runtime [`spawn`] uses outside any: all drivers on, one worker per
+/// CPU (or `TURQ_WORKERS`) and the default slice (or `TURQ_SLICE_US`),
+/// started at the first use and never shut down (as Go's).
+static DEFAULT: OnceLock<Runtime> = OnceLock::new();
+
 fn default_runtime() -> io::Result<&'static Runtime> {
-    static RT: OnceLock<Runtime> = OnceLock::new();
-    if let Some(rt) = RT.get() {
+    if let Some(rt) = DEFAULT.get() {
         return Ok(rt);
     }
-    let rt = crate::runtime::Builder::new().enable_all().thread_name("turquoise-green").build()?;
+    start_default_runtime(None, None)?;
+    Ok(DEFAULT.get().expect("started"))
+}
+
+/// Starts the default runtime with these settings (`None`: the
+/// environment's, else the defaults); false if it was running already.
+pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Duration>) -> io::Result<bool> {
+    if DEFAULT.get().is_some() {
+        return Ok(false);
+    }
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok()).filter(|&v| v > 0);
+    let mut b = crate::runtime::Builder::new();
+    b.enable_all().thread_name("turquoise-green");
+    if let Some(w) = workers.or_else(|| env("TURQ_WORKERS").map(|w| w as usize)) {
+        b.worker_threads(w);
+    }
+    if let Some(s) = slice.or_else(|| env("TURQ_SLICE_US").map(Duration::from_micros)) {
+        b.slice(s);
+    }
+    let rt = b.build()?;
     // Two first spawns may race: the loser's runtime is shut down here.
-    Ok(RT.get_or_init(|| rt))
+    let mut won = false;
+    DEFAULT.get_or_init(|| {
+        won = true;
+        rt
+    });
+    Ok(won)
+}
+
+/// The payload of a green thread's `JoinError::Panic` when it overflowed
+/// its stack (it was abandoned: its destructors did not run).
+#[derive(Debug, Clone, Copy)]
+pub struct StackOverflow {
+    /// The usable stack it had, in bytes.
+    pub stack_size: usize,
 }
 
 /// Spawns a green thread running `f` (see [`Builder::spawn`]); panics if it
