@@ -50,10 +50,12 @@ pub const TURQ_CREATE_DETACHED: c_int = 1;
 /// A green thread's start routine.
 pub type turq_fn = Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>;
 
-/// Joinable threads, by id.
-fn table() -> &'static Mutex<HashMap<u64, JoinHandle<usize>>> {
+/// Runs `f` on the table of joinable threads, by id. In `critical`: from a
+/// green thread, a stop while the lock is held would block every other
+/// taker on its worker.
+fn with_table<R>(f: impl FnOnce(&mut HashMap<u64, JoinHandle<usize>>) -> R) -> R {
     static T: OnceLock<Mutex<HashMap<u64, JoinHandle<usize>>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(HashMap::new()))
+    linger::critical(|| f(&mut T.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// Runs `f`, turning a panic of ours into `EIO` (none should reach C).
@@ -124,7 +126,7 @@ pub unsafe extern "C" fn turq_create_attr(thread: *mut turq_t, attr: *const turq
         if detached {
             drop(h);
         } else {
-            table().lock().unwrap_or_else(|e| e.into_inner()).insert(id, h);
+            with_table(|t| t.insert(id, h));
         }
         // SAFETY: non-null, writable per the contract.
         unsafe { *thread = id };
@@ -155,7 +157,7 @@ pub unsafe extern "C" fn turq_join(thread: turq_t, ret: *mut *mut c_void) -> c_i
         if thread != 0 && thread == turq_self() {
             return libc::EDEADLK;
         }
-        let Some(h) = table().lock().unwrap_or_else(|e| e.into_inner()).remove(&thread) else { return libc::ESRCH };
+        let Some(h) = with_table(|t| t.remove(&thread)) else { return libc::ESRCH };
         let v = match h.join() {
             Ok(v) => v as *mut c_void,
             Err(e) if e.is_cancelled() => TURQ_CANCELED as *mut c_void,
@@ -175,7 +177,7 @@ pub unsafe extern "C" fn turq_join(thread: turq_t, ret: *mut *mut c_void) -> c_i
 /// Nobody will join `thread`: it is forgotten when it ends. 0 or `ESRCH`.
 #[no_mangle]
 pub extern "C" fn turq_detach(thread: turq_t) -> c_int {
-    guarded(|| match table().lock().unwrap_or_else(|e| e.into_inner()).remove(&thread) {
+    guarded(|| match with_table(|t| t.remove(&thread)) {
         Some(h) => {
             drop(h);
             0
@@ -191,12 +193,12 @@ pub extern "C" fn turq_detach(thread: turq_t) -> c_int {
 /// 0 or `ESRCH` (not joinable).
 #[no_mangle]
 pub extern "C" fn turq_cancel(thread: turq_t) -> c_int {
-    guarded(|| match table().lock().unwrap_or_else(|e| e.into_inner()).get(&thread) {
-        Some(h) => {
-            h.cancel();
+    guarded(|| {
+        if with_table(|t| t.get(&thread).map(|h| h.cancel()).is_some()) {
             0
+        } else {
+            libc::ESRCH
         }
-        None => libc::ESRCH,
     })
 }
 

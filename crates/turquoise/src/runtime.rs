@@ -242,7 +242,10 @@ impl Handle {
 
     /// Runs a green thread as a task.
     pub(crate) fn spawn_green<T: Send + 'static>(&self, green: crate::thread::Green<T>) -> JoinHandle<T> {
-        self.spawn_body::<std::future::Pending<T>>(Body::Green(green))
+        let g = green.shared().clone();
+        let h = self.spawn_body::<std::future::Pending<T>>(Body::Green(green));
+        let _ = h.shared.green.set(g);
+        h
     }
 
     fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>
@@ -301,6 +304,9 @@ pub struct WorkerMetrics {
     pub steals: u64,
     /// Times the worker went to sleep for lack of work.
     pub parks: u64,
+    /// Its green threads' switches, preemptions, yields, parks by cause and
+    /// time spent runnable but waiting, summed.
+    pub green: crate::thread::ThreadStats,
 }
 
 /// A runtime: worker threads for tasks, and tokio beside them.
@@ -379,6 +385,7 @@ impl Runtime {
                 worst_overrun: p.worst_overrun,
                 steals: s.counters.steals.load(Ordering::Relaxed),
                 parks: s.counters.parks.load(Ordering::Relaxed),
+                green: s.counters.green.get(),
             })
             .collect()
     }

@@ -67,6 +67,8 @@ pub(crate) struct Counters {
     pub(crate) polls: PollCounters,
     pub(crate) steals: AtomicU64,
     pub(crate) parks: AtomicU64,
+    /// Its green threads' switches, preemptions, parks and waits.
+    pub(crate) green: crate::thread::GreenCounters,
 }
 
 /// One worker's shared side.
@@ -113,6 +115,17 @@ pub(crate) fn count_poll(preempted: bool, p: Option<linger::Preemption>) {
     // it.
     let c = unsafe { &(&(*s).slots)[i].counters };
     c.polls.add(preempted, p);
+}
+
+/// Adds what a green thread did in one poll to the calling worker's counters.
+pub(crate) fn count_green(before: &crate::thread::ThreadStats, after: &crate::thread::ThreadStats) {
+    let (s, i) = WORKER.with(|w| w.get());
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: as in `count_poll`.
+    let c = unsafe { &(&(*s).slots)[i].counters };
+    c.green.add_delta(before, after);
 }
 
 /// The index of the worker the calling thread is, of any scheduler.

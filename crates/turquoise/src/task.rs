@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) home: AtomicUsize,
     /// The task's counters, for its handle.
     counters: PollCounters,
+    /// A green thread's own record (its counters), set at spawn.
+    pub(crate) green: std::sync::OnceLock<Arc<crate::thread::GreenShared>>,
 }
 
 impl Shared {
@@ -38,6 +40,7 @@ impl Shared {
             waker: Mutex::new(None),
             pinned: AtomicUsize::new(0),
             home: AtomicUsize::new(0),
+            green: std::sync::OnceLock::new(),
             counters: PollCounters::default(),
         })
     }
@@ -237,6 +240,11 @@ impl<T> JoinHandle<T> {
     /// cooperative task).
     pub fn stats(&self) -> PollStats {
         self.shared.counters.get()
+    }
+
+    /// A green thread's counters (None for other tasks).
+    pub(crate) fn green_stats(&self) -> Option<crate::thread::ThreadStats> {
+        self.shared.green.get().map(|s| s.status.counters.get())
     }
 
     /// Has the task finished (returned, panicked or been cancelled)?

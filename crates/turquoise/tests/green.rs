@@ -385,3 +385,60 @@ fn only_the_threads_own_thread_locals_die_with_it() {
     drop(rt);
     assert_eq!(RAN.load(Ordering::SeqCst), before + 10, "the worker's ran when the worker ended");
 }
+
+/// Counters by cause, per thread and per worker, and the dump of live
+/// threads with what each waits on.
+#[test]
+fn counters_and_the_dump_say_what_threads_did_and_wait_on() {
+    let rt = runtime(1, Duration::from_micros(100));
+    let h = Builder::new()
+        .name("counted")
+        .spawn_on(rt.handle(), || {
+            thread::sleep(Duration::from_millis(1));
+            let other = thread::spawn(|| spin(10_000));
+            other.join().unwrap();
+            thread::block_on(async { tokio::task::yield_now().await });
+            thread::yield_now();
+            spin(20_000_000); // several slices
+        })
+        .unwrap();
+    while !h.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = h.thread_stats();
+    assert!(s.parks_timer >= 1 && s.parks_join >= 1 && s.parks_future >= 1, "{s:?}");
+    assert!(s.yields >= 1 && s.preemptions >= 2 && s.switches >= s.parks() + s.preemptions, "{s:?}");
+    let w = rt.worker_metrics()[0].green;
+    assert!(w.parks_timer >= 1 && w.preemptions >= s.preemptions && w.switches >= s.switches, "{w:?}");
+    h.join().unwrap();
+
+    // Parked threads, listed with their cause.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let sleeper = Builder::new().name("sleeper").spawn_on(rt.handle(), move || thread::sleep(Duration::from_secs(60))).unwrap();
+    let id = sleeper.thread().id().as_u64().get();
+    let joiner = Builder::new().name("joiner").spawn_on(rt.handle(), move || {
+        let _ = rx;
+        sleeper.join().unwrap_err().is_cancelled()
+    }).unwrap();
+    let t = Instant::now();
+    let dump = loop {
+        let d = thread::dump();
+        let parked = d.iter().filter(|t| matches!(t.state, thread::State::Parked(_))).count();
+        if parked >= 2 || t.elapsed() > Duration::from_secs(20) {
+            break d;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let sleeping = dump.iter().find(|t| t.name.as_deref() == Some("sleeper")).expect("sleeper listed");
+    assert_eq!(sleeping.state, thread::State::Parked(thread::Cause::Timer));
+    assert!(sleeping.waiting_on.as_deref().is_some_and(|w| w.starts_with("timer")), "{sleeping:?}");
+    let joining = dump.iter().find(|t| t.name.as_deref() == Some("joiner")).expect("joiner listed");
+    assert_eq!(joining.state, thread::State::Parked(thread::Cause::Join));
+    assert_eq!(joining.waiting_on, Some(format!("thread {id}")));
+    let text = thread::dump_text();
+    assert!(text.contains("\"sleeper\" [parked: timer]") && text.contains("\"joiner\" [parked: join] on thread"), "{text}");
+    drop(tx);
+    drop(rt);
+    assert!(joiner.join().is_err(), "cancelled with its runtime");
+    assert!(thread::dump().iter().all(|t| t.name.as_deref() != Some("sleeper")), "gone from the list");
+}

@@ -42,6 +42,7 @@ use std::time::Duration;
 use futures_util::task::AtomicWaker;
 use linger::Linger;
 
+use super::stats::{self, Cause, Status};
 use super::tls::{self, Image};
 use super::Thread;
 
@@ -66,6 +67,8 @@ pub(crate) struct GreenShared {
     own_tls: bool,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
+    /// Where it is, what it waits on, its counters.
+    pub(crate) status: Status,
 }
 
 impl Wake for GreenShared {
@@ -73,6 +76,7 @@ impl Wake for GreenShared {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
+        self.status.woken();
         self.woken.store(true, Ordering::Release);
         self.outer.wake();
     }
@@ -102,13 +106,17 @@ pub(crate) fn current() -> Option<&'static GreenShared> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-/// Inside a green thread: waits for a wake-up of the thread's waker.
+/// Inside a green thread: waits for a wake-up of the thread's waker, for
+/// `cause` (`detail`: the descriptor, deadline or thread it waits on).
 /// Returns at once (spuriously) if one came since the last [`begin_look`].
-pub(crate) fn park() {
+pub(crate) fn park(cause: Cause, detail: u64) {
     let Some(g) = current() else { return };
     if g.woken.load(Ordering::Acquire) {
         return;
     }
+    g.status.parking(cause, detail);
+    g.status.counters.parked(cause);
+    tracing::debug!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), %cause, detail, "park");
     g.why.store(PARK, Ordering::Relaxed);
     linger::pause();
 }
@@ -143,7 +151,9 @@ pub(crate) fn begin_look() -> Option<Waker> {
 pub(crate) fn register_dtor(dtor: unsafe extern "C" fn(*mut libc::c_void), obj: *mut libc::c_void) -> bool {
     match current() {
         Some(g) if g.own_tls && tls::swap_set().is_some_and(|s| s.holds(obj as usize)) => {
-            g.dtors.lock().unwrap_or_else(|e| e.into_inner()).push((dtor, obj as usize));
+            // Locks taken inside a green thread are taken in `critical`: a
+            // thread stopped holding one would block its worker's next taker.
+            linger::critical(|| g.dtors.lock().unwrap_or_else(|e| e.into_inner()).push((dtor, obj as usize)));
             true
         }
         _ => false,
@@ -155,7 +165,7 @@ pub(crate) fn register_dtor(dtor: unsafe extern "C" fn(*mut libc::c_void), obj: 
 /// or on its home worker with its image installed when it is cancelled.
 fn run_dtors(g: &GreenShared) {
     loop {
-        let next = g.dtors.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let next = linger::critical(|| g.dtors.lock().unwrap_or_else(|e| e.into_inner()).pop());
         let Some((f, obj)) = next else { return };
         // SAFETY: registered by std (or C++) for this thread's object, to
         // be called once at the thread's end, which this is.
@@ -270,7 +280,9 @@ impl<T: Send + 'static> Green<T> {
             thread,
             own_tls,
             dtors: Mutex::new(Vec::new()),
+            status: Status::default(),
         });
+        linger::critical(|| stats::register(&shared));
         let g = shared.clone();
         let body = move || {
             let r = std::panic::catch_unwind(AssertUnwindSafe(f));
@@ -288,7 +300,9 @@ impl<T: Send + 'static> Green<T> {
         // only (the scheduler routes every wake-up there), so no
         // thread-local address it computed is ever used on another thread.
         let l = unsafe { b.migratable(true) }.launch(body, Duration::ZERO)?;
-        let image = tls::swap_set().filter(|_| own_tls).map(|s| s.image());
+        // The set is built once (reading the executable's symbols), under
+        // a `OnceLock` the worker also takes: not stopped half-way.
+        let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
         let cell = Arc::new(Record { body: UnsafeCell::new(Body { linger: Some(l), image }), home: AtomicUsize::new(0), shared });
         Ok(Green { cell, slice, stopped: false, last: None })
     }
@@ -299,6 +313,10 @@ impl<T: Send + 'static> Green<T> {
 
     pub(crate) fn last_preemption(&self) -> Option<linger::Preemption> {
         self.last
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<GreenShared> {
+        &self.cell.shared
     }
 
     pub(crate) fn is_started(&self) -> bool {
@@ -324,6 +342,7 @@ impl<T: Send + 'static> Future for Green<T> {
         g.outer.register(cx.waker());
         if cell.home.load(Ordering::Relaxed) == 0 {
             cell.home.store(home_token(), Ordering::Relaxed);
+            g.status.worker.store(crate::scheduler::current_worker().map_or(0, |w| w + 1), Ordering::Relaxed);
             let k: Arc<dyn Kill> = this.cell.clone();
             LIVE.with(|l| l.borrow_mut().insert(g.thread.id().0, k));
         }
@@ -335,6 +354,8 @@ impl<T: Send + 'static> Future for Green<T> {
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
+        let before = g.status.counters.get();
+        g.status.running();
         CURRENT.with(|c| c.set(&**g));
         let r = linger::resume(l, this.slice);
         CURRENT.with(|c| c.set(std::ptr::null()));
@@ -356,6 +377,8 @@ impl<T: Send + 'static> Future for Green<T> {
             Some(Linger::Completion(r)) => {
                 this.stopped = false;
                 body.image = None;
+                g.status.finished();
+                crate::scheduler::count_green(&before, &g.status.counters.get());
                 LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
                 match r {
                     Ok(v) => Poll::Ready(v),
@@ -373,12 +396,19 @@ impl<T: Send + 'static> Future for Green<T> {
                 this.stopped = !yielded;
                 if !yielded {
                     this.last = stop;
+                    g.status.counters.preempted();
+                    g.status.runnable();
                     cx.waker().wake_by_ref();
                 } else if why != PARK || g.woken.load(Ordering::Acquire) {
                     // A yield (ours, or `linger::pause` called by the
                     // thread's code); or a park whose wake-up already came.
+                    if why != PARK {
+                        g.status.counters.yielded();
+                    }
+                    g.status.runnable();
                     cx.waker().wake_by_ref();
                 }
+                crate::scheduler::count_green(&before, &g.status.counters.get());
                 Poll::Pending
             }
             Some(Linger::Poison) | None => unreachable!("resume reported no error"),
@@ -388,6 +418,11 @@ impl<T: Send + 'static> Future for Green<T> {
 
 impl<T: Send + 'static> Drop for Green<T> {
     fn drop(&mut self) {
+        self.cell.shared.status.finished();
+        stats::unregister(self.cell.shared.thread.id().0);
+        // The task's waker: the task's record holds this thread's, which
+        // would hold the task.
+        drop(self.cell.shared.outer.take());
         // Started, and dropped away from its home (its task dropped by
         // another thread): the home worker ends it at shutdown, with its
         // image, where its frames' thread-local addresses are valid.

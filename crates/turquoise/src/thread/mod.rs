@@ -25,6 +25,7 @@
 
 mod atexit;
 mod green;
+mod stats;
 mod tls;
 
 use std::fmt;
@@ -40,8 +41,10 @@ use std::time::Duration;
 use crate::runtime::{Handle, Runtime};
 use crate::task::JoinError;
 
-pub(crate) use green::{kill_live, Green};
+pub(crate) use green::{kill_live, Green, GreenShared};
+pub use stats::{dump, dump_text, Cause, State, ThreadInfo, ThreadStats};
 pub use tls::image_bytes;
+pub(crate) use stats::Counters as GreenCounters;
 
 /// Largest stack a green thread may ask for (beyond it: `InvalidInput`).
 pub const MAX_STACK_SIZE: usize = 1 << 30;
@@ -158,7 +161,9 @@ impl Builder {
     {
         let handle = match Handle::try_current() {
             Some(h) => h,
-            None => default_runtime()?.handle().clone(),
+            // Started under a `OnceLock` (and with threads spawned): not
+            // stopped half-way when spawned from a green thread.
+            None => linger::critical(default_runtime)?.handle().clone(),
         };
         self.spawn_on(&handle, f)
     }
@@ -266,7 +271,8 @@ impl<T> JoinHandle<T> {
         if current().is_some_and(|me| me.id == self.thread.id) {
             return Err(JoinError::SelfJoin);
         }
-        block_on(self)
+        let id = self.thread.id.0;
+        block_on_as(Cause::Join, id, self)
     }
 
     /// The thread's id and name.
@@ -279,9 +285,16 @@ impl<T> JoinHandle<T> {
         self.task.is_finished()
     }
 
-    /// Its counters so far: resumes (polls), preemptions, the worst overrun.
+    /// Its task's counters so far: resumes (polls), preemptions, deferred
+    /// preemptions, the worst overrun.
     pub fn stats(&self) -> crate::PollStats {
         self.task.stats()
+    }
+
+    /// Its counters as a thread: switches, preemptions, yields, parks by
+    /// cause, time spent runnable but waiting.
+    pub fn thread_stats(&self) -> ThreadStats {
+        self.task.green_stats().unwrap_or_default()
     }
 
     /// Cancels the thread at its next turn, on its worker: a thread that
@@ -314,6 +327,11 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// thread. Inside a green thread, `fut` may use the runtime's I/O and
 /// timers (tokio's, of the worker it runs on).
 pub fn block_on<F: Future>(fut: F) -> F::Output {
+    block_on_as(Cause::Future, 0, fut)
+}
+
+/// [`block_on`], parking for `cause` (for counters, tracing and dumps).
+pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     if green::current().is_some() {
         loop {
@@ -321,7 +339,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
                 return v;
             }
-            green::park();
+            green::park(cause, detail);
         }
     }
     let me = Arc::new(OsThread(std::thread::current()));
@@ -349,7 +367,8 @@ impl Wake for OsThread {
 /// thread sleeps.
 pub fn sleep(d: Duration) {
     if green::current().is_some() && Handle::try_current().is_some_and(|h| h.has_time()) {
-        block_on(tokio::time::sleep(d));
+        let until = stats::monotonic().saturating_add(d).as_nanos() as u64;
+        block_on_as(Cause::Timer, until, tokio::time::sleep(d));
     } else {
         std::thread::sleep(d);
     }

@@ -1,0 +1,345 @@
+//! What green threads did and what they wait on: per-thread and per-worker
+//! counters, a `tracing` event per park, and the list of live threads (the
+//! analogue of a goroutine dump).
+
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::green::GreenShared;
+
+/// Why a green thread parked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Cause {
+    /// A descriptor not ready (a blocking call on a socket or pipe, `poll`...).
+    Io = 0,
+    /// A sleep or a timeout.
+    Timer = 1,
+    /// `join` on another green thread.
+    Join = 2,
+    /// A synchronisation primitive.
+    Sync = 3,
+    /// A future passed to `block_on`.
+    Future = 4,
+}
+
+const CAUSES: usize = 5;
+
+impl Cause {
+    fn from_u8(v: u8) -> Option<Cause> {
+        Some(match v {
+            0 => Cause::Io,
+            1 => Cause::Timer,
+            2 => Cause::Join,
+            3 => Cause::Sync,
+            4 => Cause::Future,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Cause::Io => "io",
+            Cause::Timer => "timer",
+            Cause::Join => "join",
+            Cause::Sync => "sync",
+            Cause::Future => "future",
+        })
+    }
+}
+
+/// Counters of a green thread (its `JoinHandle::thread_stats`), or summed
+/// over a worker's green threads (`Runtime::worker_metrics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Times the thread was switched in (resumed).
+    pub switches: u64,
+    /// Times its slice ran out in the middle of its code.
+    pub preemptions: u64,
+    /// Yields (`yield_now`, `turq_yield`).
+    pub yields: u64,
+    /// Parks by cause.
+    pub parks_io: u64,
+    /// See [`Cause::Timer`].
+    pub parks_timer: u64,
+    /// See [`Cause::Join`].
+    pub parks_join: u64,
+    /// See [`Cause::Sync`].
+    pub parks_sync: u64,
+    /// See [`Cause::Future`].
+    pub parks_future: u64,
+    /// Time spent runnable but waiting for its worker (from a wake-up, a
+    /// stop or a yield to the next resume).
+    pub runnable_wait: Duration,
+}
+
+impl ThreadStats {
+    /// Parks of every cause.
+    pub fn parks(&self) -> u64 {
+        self.parks_io + self.parks_timer + self.parks_join + self.parks_sync + self.parks_future
+    }
+}
+
+/// The same, as relaxed atomics (each is written by one worker at a time).
+#[derive(Default)]
+pub(crate) struct Counters {
+    switches: AtomicU64,
+    preemptions: AtomicU64,
+    yields: AtomicU64,
+    parks: [AtomicU64; CAUSES],
+    runnable_wait_ns: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn switched_in(&self, waited_ns: u64) {
+        self.switches.fetch_add(1, Ordering::Relaxed);
+        self.runnable_wait_ns.fetch_add(waited_ns, Ordering::Relaxed);
+    }
+    pub(crate) fn preempted(&self) {
+        self.preemptions.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn yielded(&self) {
+        self.yields.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn parked(&self, c: Cause) {
+        self.parks[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+    /// Adds what a thread did during one poll (`after` less `before`).
+    pub(crate) fn add_delta(&self, before: &ThreadStats, after: &ThreadStats) {
+        let add = |c: &AtomicU64, a: u64, b: u64| {
+            if b > a {
+                c.fetch_add(b - a, Ordering::Relaxed);
+            }
+        };
+        add(&self.switches, before.switches, after.switches);
+        add(&self.preemptions, before.preemptions, after.preemptions);
+        add(&self.yields, before.yields, after.yields);
+        add(&self.parks[Cause::Io as usize], before.parks_io, after.parks_io);
+        add(&self.parks[Cause::Timer as usize], before.parks_timer, after.parks_timer);
+        add(&self.parks[Cause::Join as usize], before.parks_join, after.parks_join);
+        add(&self.parks[Cause::Sync as usize], before.parks_sync, after.parks_sync);
+        add(&self.parks[Cause::Future as usize], before.parks_future, after.parks_future);
+        let (a, b) = (before.runnable_wait.as_nanos() as u64, after.runnable_wait.as_nanos() as u64);
+        add(&self.runnable_wait_ns, a, b);
+    }
+
+    pub(crate) fn get(&self) -> ThreadStats {
+        let p = |c: Cause| self.parks[c as usize].load(Ordering::Relaxed);
+        ThreadStats {
+            switches: self.switches.load(Ordering::Relaxed),
+            preemptions: self.preemptions.load(Ordering::Relaxed),
+            yields: self.yields.load(Ordering::Relaxed),
+            parks_io: p(Cause::Io),
+            parks_timer: p(Cause::Timer),
+            parks_join: p(Cause::Join),
+            parks_sync: p(Cause::Sync),
+            parks_future: p(Cause::Future),
+            runnable_wait: Duration::from_nanos(self.runnable_wait_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Nanoseconds since the first call (a cheap monotonic stamp for waits).
+pub(crate) fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Where a green thread is in its life (for the dump).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Spawned, not run yet (may still be stolen by another worker).
+    Unstarted,
+    /// Running on its worker now.
+    Running,
+    /// Waiting for its worker: woken, stopped by its slice, or yielded.
+    Runnable,
+    /// Parked, and why.
+    Parked(Cause),
+    /// Ended (returned, panicked or cancelled).
+    Finished,
+}
+
+const UNSTARTED: u8 = 0;
+const RUNNING: u8 = 1;
+const RUNNABLE: u8 = 2;
+const FINISHED: u8 = 3;
+const PARKED: u8 = 8; // + cause
+
+/// A green thread's state word, what it waits on, and its counters.
+pub(crate) struct Status {
+    state: AtomicU8,
+    /// What it waits on: a descriptor, a deadline (ns on `now_ns`'s clock
+    /// or CLOCK_MONOTONIC, see `what`), a thread id.
+    detail: AtomicU64,
+    /// When it became runnable (`now_ns`), 0 if not.
+    since: AtomicU64,
+    /// 1 + the worker it started on (0 before).
+    pub(crate) worker: AtomicUsize,
+    pub(crate) counters: Counters,
+}
+
+impl Default for Status {
+    fn default() -> Status {
+        Status {
+            state: AtomicU8::new(UNSTARTED),
+            detail: AtomicU64::new(0),
+            since: AtomicU64::new(now_ns()),
+            worker: AtomicUsize::new(0),
+            counters: Counters::default(),
+        }
+    }
+}
+
+impl Status {
+    pub(crate) fn running(&self) {
+        let since = self.since.swap(0, Ordering::Relaxed);
+        let waited = if since == 0 { 0 } else { now_ns().saturating_sub(since) };
+        self.counters.switched_in(waited);
+        self.state.store(RUNNING, Ordering::Relaxed);
+    }
+    /// Stopped or yielded: runnable from now.
+    pub(crate) fn runnable(&self) {
+        self.since.store(now_ns(), Ordering::Relaxed);
+        self.state.store(RUNNABLE, Ordering::Relaxed);
+    }
+    pub(crate) fn parking(&self, c: Cause, detail: u64) {
+        self.detail.store(detail, Ordering::Relaxed);
+        self.state.store(PARKED + c as u8, Ordering::Relaxed);
+    }
+    /// Woken from a park: runnable from now (the first wake counts).
+    pub(crate) fn woken(&self) {
+        if self.state.load(Ordering::Relaxed) >= PARKED {
+            let _ = self.since.compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn finished(&self) {
+        self.state.store(FINISHED, Ordering::Relaxed);
+    }
+    fn state(&self) -> State {
+        match self.state.load(Ordering::Relaxed) {
+            UNSTARTED => State::Unstarted,
+            RUNNING => State::Running,
+            RUNNABLE => State::Runnable,
+            FINISHED => State::Finished,
+            s => Cause::from_u8(s - PARKED).map_or(State::Runnable, State::Parked),
+        }
+    }
+}
+
+/// One live green thread, as [`dump`] sees it.
+#[derive(Clone, Debug)]
+pub struct ThreadInfo {
+    /// Its id.
+    pub id: u64,
+    /// Its name, if it was given one.
+    pub name: Option<String>,
+    /// Where it is.
+    pub state: State,
+    /// What it waits on, in words (a descriptor, a deadline, a thread).
+    pub waiting_on: Option<String>,
+    /// The worker it runs on (None before it starts).
+    pub worker: Option<usize>,
+    /// Its counters.
+    pub stats: ThreadStats,
+}
+
+/// The live green threads, by id (weak: a thread's record goes with it).
+fn registry() -> &'static Mutex<HashMap<u64, Weak<GreenShared>>> {
+    static R: OnceLock<Mutex<HashMap<u64, Weak<GreenShared>>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+pub(crate) fn register(g: &Arc<GreenShared>) {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).insert(g.thread.id().0, Arc::downgrade(g));
+}
+
+pub(crate) fn unregister(id: u64) {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+}
+
+/// The green threads alive now, in the process (every runtime), by id.
+pub fn dump() -> Vec<ThreadInfo> {
+    // In `critical`: a green thread stopped holding the lock would block
+    // the worker's next spawn or exit.
+    let live: Vec<Arc<GreenShared>> =
+        linger::critical(|| registry().lock().unwrap_or_else(|e| e.into_inner()).values().filter_map(Weak::upgrade).collect());
+    let mut out: Vec<ThreadInfo> = live
+        .iter()
+        .map(|g| {
+            let s = &g.status;
+            let state = s.state();
+            let d = s.detail.load(Ordering::Relaxed);
+            let waiting_on = match state {
+                State::Parked(Cause::Io) => Some(format!("fd {}", d as i64)),
+                State::Parked(Cause::Timer) => {
+                    let left = Duration::from_nanos(d).saturating_sub(monotonic());
+                    Some(format!("timer, {:.3} ms left", left.as_secs_f64() * 1e3))
+                }
+                State::Parked(Cause::Join) => Some(format!("thread {d}")),
+                State::Parked(_) => None,
+                _ => None,
+            };
+            let w = s.worker.load(Ordering::Relaxed);
+            ThreadInfo {
+                id: g.thread.id().0,
+                name: g.thread.name().map(str::to_string),
+                state,
+                waiting_on,
+                worker: (w != 0).then(|| w - 1),
+                stats: s.counters.get(),
+            }
+        })
+        .collect();
+    out.sort_by_key(|t| t.id);
+    out
+}
+
+/// CLOCK_MONOTONIC now, as the park seam's deadlines are given.
+pub(crate) fn monotonic() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// [`dump`] as text, one line a thread (what `turq_dump` and the dump
+/// signal write).
+pub fn dump_text() -> String {
+    let threads = dump();
+    let mut s = format!("turquoise: {} green threads\n", threads.len());
+    for t in &threads {
+        let _ = write!(s, "thread {}", t.id);
+        if let Some(n) = &t.name {
+            let _ = write!(s, " \"{n}\"");
+        }
+        let _ = write!(s, " [{}]", match t.state {
+            State::Unstarted => "unstarted".to_string(),
+            State::Running => "running".to_string(),
+            State::Runnable => "runnable".to_string(),
+            State::Parked(c) => format!("parked: {c}"),
+            State::Finished => "finished".to_string(),
+        });
+        if let Some(w) = &t.waiting_on {
+            let _ = write!(s, " on {w}");
+        }
+        if let Some(w) = t.worker {
+            let _ = write!(s, ", worker {w}");
+        }
+        let st = &t.stats;
+        let _ = writeln!(
+            s,
+            ", {} switches, {} preemptions, {} parks, {:.3} ms runnable-waiting",
+            st.switches,
+            st.preemptions,
+            st.parks(),
+            st.runnable_wait.as_secs_f64() * 1e3
+        );
+    }
+    s
+}
