@@ -99,7 +99,9 @@ pub trait Park: Send + Sync + 'static {
 
     /// Several descriptors at once (`poll`, `select`): returns when any may be
     /// ready, or at the deadline. A descriptor may appear twice, once per
-    /// interest.
+    /// interest. The set may be empty (`poll(NULL, 0, ms)`, a common way to
+    /// sleep): then only the deadline ends the wait (with none, nothing
+    /// does).
     fn wait_fds(&self, fds: &[(RawFd, Interest)], deadline: Option<Duration>) -> bool;
 
     /// Returns at the absolute `CLOCK_MONOTONIC` `deadline` (or later), or

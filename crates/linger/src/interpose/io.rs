@@ -14,7 +14,7 @@
 
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 
-use super::parking::{self, stream_kind, Hook, Next, Transfer, Waiter};
+use super::parking::{self, streams, Hook, Next, Transfer, Waiter};
 use super::{or_enosys, blocking, errno, in_function, real, retry, set_errno, valid_timeout, Deadline, Mark};
 use crate::park::Interest;
 
@@ -119,6 +119,10 @@ pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
 /// expire under short slices): before each retry we wait for readiness for
 /// what is left of the timeout, and report EAGAIN when it runs out, as the
 /// kernel does.
+///
+/// Always inlined: each wrapper's blocking path is its own instance, as it
+/// was before the park seam gave some of them a second call site.
+#[inline(always)]
 fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut() -> R) -> R {
     let start = super::now(libc::CLOCK_MONOTONIC);
     let m = Mark::now();
@@ -152,6 +156,7 @@ fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut()
 
 /// Moves `count` bytes with `once(done)` (which transfers from offset
 /// `done`), continuing after a short count only when preemption caused it.
+#[inline(always)]
 fn transfer_all(fd: c_int, input: bool, count: usize, mut once: impl FnMut(usize) -> ssize_t) -> ssize_t {
     let mut done = 0usize;
     loop {
@@ -172,13 +177,13 @@ fn transfer_all(fd: c_int, input: bool, count: usize, mut once: impl FnMut(usize
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
     let real = or_enosys!(real_read());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, count) };
-    }
+    };
     // SAFETY: forwarded verbatim to libc.
     let blocking = || retry_fd(fd, true, || unsafe { real(fd, buf, count) });
-    if let Some(h) = parking::hook() {
+    if let Some(h) = hook {
         return parked_read(h, fd, &[iovec { iov_base: buf, iov_len: count }], blocking);
     }
     blocking()
@@ -189,13 +194,13 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
     let real = or_enosys!(real_write());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, count) };
-    }
+    };
     // SAFETY: the caller's buffer holds `count` bytes; we pass its tail.
     let blocking = || transfer_all(fd, false, count, |done| unsafe { real(fd, (buf as *const u8).add(done) as *const c_void, count - done) });
-    if let Some(h) = parking::hook() {
+    if let Some(h) = hook {
         let v = [iovec { iov_base: buf as *mut c_void, iov_len: count }];
         return parked_write(h, fd, &v, blocking);
     }
@@ -221,13 +226,13 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let real = or_enosys!(real_writev());
-    if !in_function() || iov.is_null() || n <= 0 {
+    let Some(hook) = parking::inside().filter(|_| !iov.is_null() && n > 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, iov, n) };
-    }
+    };
     // SAFETY: the caller passes `n` valid iovecs.
     let v = unsafe { std::slice::from_raw_parts(iov, n as usize) };
-    if let Some(h) = parking::hook() {
+    if let Some(h) = hook {
         return parked_write(h, fd, v, || writev_blocking(fd, iov, v, real));
     }
     writev_blocking(fd, iov, v, real)
@@ -276,12 +281,14 @@ fn write_piece(fd: c_int, base: *const u8, len: usize) -> ssize_t {
 }
 
 /// `read` and `readv` in a function with a park hook: pipes, FIFOs and
-/// sockets are read with `preadv2(RWF_NOWAIT)` (offset -1: the file
-/// position, as `read`; the descriptor's flags untouched), parking while
-/// there is nothing; anything else the blocking way.
+/// sockets (`streams`) are read with `preadv2(RWF_NOWAIT)` (offset -1: the
+/// file position, as `read`; the descriptor's flags untouched), parking
+/// while there is nothing; anything else the blocking way.
 fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
-    let Some(socket) = stream_kind(fd) else { return blocking() };
-    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, socket), v, all: false };
+    if !streams(fd) {
+        return blocking();
+    }
+    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v, all: false };
     // SAFETY: the caller's iovecs.
     t.run(|p, n, _| unsafe { libc::preadv2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |_, _| 0)
 }
@@ -289,8 +296,10 @@ fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize
 /// `write` and `writev` with a hook: `pwritev2(RWF_NOWAIT)` on pipes, FIFOs
 /// and sockets, parking while there is no room, until all is written.
 fn parked_write(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
-    let Some(socket) = stream_kind(fd) else { return blocking() };
-    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, socket), v, all: true };
+    if !streams(fd) {
+        return blocking();
+    }
+    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v, all: true };
     // SAFETY: the caller's iovecs, or what is left of them.
     t.run(|p, n, _| unsafe { libc::pwritev2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |b, len| write_piece(fd, b, len))
 }
@@ -328,10 +337,10 @@ fn parked_accept(h: Hook, fd: c_int, call: impl FnOnce() -> c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_recv());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags) };
-    }
+    };
     let waitall = flags & libc::MSG_WAITALL != 0 && flags & libc::MSG_DONTWAIT == 0;
     let blocking = || {
         if waitall {
@@ -344,7 +353,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c
     };
     // MSG_WAITALL with MSG_PEEK waits for the whole length to peek at: kept blocking.
     let parks = flags & libc::MSG_DONTWAIT == 0 && !(waitall && flags & libc::MSG_PEEK != 0);
-    match parking::hook() {
+    match hook {
         Some(h) if parks => {
             let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v: &[iovec { iov_base: buf, iov_len: len }], all: waitall };
             t.run(
@@ -407,13 +416,13 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_send());
-    if !in_function() || flags & libc::MSG_DONTWAIT != 0 {
+    let Some(hook) = parking::inside().filter(|_| flags & libc::MSG_DONTWAIT == 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags) };
-    }
+    };
     // SAFETY: a tail of the caller's buffer.
     let piece = |b: *const u8, n: usize| transfer_all(fd, false, n, |d| unsafe { real(fd, b.add(d) as *const c_void, n - d, flags) });
-    if let Some(h) = parking::hook() {
+    if let Some(h) = hook {
         let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v: &[iovec { iov_base: buf as *mut c_void, iov_len: len }], all: true };
         return t.run(
             // SAFETY: (what is left of) the caller's buffer, as one iovec.
@@ -437,14 +446,14 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let real = or_enosys!(real_sendto());
-    if !in_function() || flags & libc::MSG_DONTWAIT != 0 {
+    let Some(hook) = parking::inside().filter(|_| flags & libc::MSG_DONTWAIT == 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags, addr, alen) };
-    }
+    };
     // SAFETY: a tail of the caller's buffer (a datagram is never split: it
     // goes out whole or not at all, so only stream sockets continue).
     let piece = |b: *const u8, n: usize| transfer_all(fd, false, n, |d| unsafe { real(fd, b.add(d) as *const c_void, n - d, flags, addr, alen) });
-    if let Some(h) = parking::hook() {
+    if let Some(h) = hook {
         let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v: &[iovec { iov_base: buf as *mut c_void, iov_len: len }], all: true };
         return t.run(
             // SAFETY: (what is left of) the caller's buffer, as one iovec.

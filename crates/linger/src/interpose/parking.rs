@@ -37,9 +37,17 @@ impl Hook {
 }
 
 /// The hook of the running function, if it has one (None outside
-/// functions). The wrappers' one extra load inside a function.
+/// functions).
 #[inline(always)]
 pub(crate) fn hook() -> Option<Hook> {
+    inside().flatten()
+}
+
+/// None outside any function (the wrappers' fast path: one thread-local
+/// load and a branch, as `in_function`); inside one, its hook if it has
+/// one (one more load).
+#[inline(always)]
+pub(crate) fn inside() -> Option<Option<Hook>> {
     let f = ts().current.get();
     if f.is_null() {
         return None;
@@ -47,8 +55,8 @@ pub(crate) fn hook() -> Option<Hook> {
     // SAFETY: `current` is the live running function. Its hook is set at
     // launch and taken only when its stack is given back: reading it in
     // place while it runs races with nothing.
-    let h = unsafe { (*(*f).park.as_ptr()).as_deref() }?;
-    Some(Hook(NonNull::from(h)))
+    let h = unsafe { (*(*f).park.as_ptr()).as_deref() };
+    Some(h.map(|h| Hook(NonNull::from(h))))
 }
 
 /// May the running function park here, that is, would the hook's `pause()`
@@ -85,22 +93,21 @@ pub(crate) fn park(wait: impl FnOnce() -> bool) -> bool {
     ok
 }
 
-/// Is `fd` a pipe or FIFO (`Some(false)`) or a socket (`Some(true)`)? Those
-/// are the descriptors whose reads and writes park; anything else (regular
-/// files, ttys, devices, event descriptors) is None and keeps its blocking
-/// call.
-pub(crate) fn stream_kind(fd: c_int) -> Option<bool> {
-    // SAFETY: all-zero is a valid `stat`; `fstat` fills it or fails.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return None; // the blocking call reports the error
-    }
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFIFO => Some(false),
-        libc::S_IFSOCK => Some(true),
-        _ => None,
-    }
+/// Is `fd` a stream that cannot seek: a pipe, FIFO or socket (or a tty or
+/// stream device, which refuse the non-blocking attempt with `EOPNOTSUPP`
+/// unless they honour it)? Those are the descriptors whose reads and writes
+/// try `RWF_NOWAIT` and park; regular files, block devices and anything
+/// else that seeks keep their blocking call (`RWF_NOWAIT` on a regular file
+/// could return a short read where the blocking call reads everything).
+/// `lseek(fd, 0, SEEK_CUR)` answers without side effects, in a third of
+/// what `fstat` costs (85 against 250 ns here).
+pub(crate) fn streams(fd: c_int) -> bool {
+    let e = errno();
+    // SAFETY: a query of the position: changes nothing.
+    let r = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    let pipe = r == -1 && errno() == libc::ESPIPE;
+    set_errno(e);
+    pipe
 }
 
 /// What a wrapper does after an attempt that would block.
@@ -122,7 +129,7 @@ pub(crate) struct Waiter {
     hook: Hook,
     fd: c_int,
     interest: Interest,
-    /// A socket: it may have `SO_RCVTIMEO`/`SO_SNDTIMEO`.
+    /// Maybe a socket: it may have `SO_RCVTIMEO`/`SO_SNDTIMEO`.
     socket: bool,
     /// The call is restarted by the kernel after `SA_RESTART` handlers
     /// (which then do not end it).

@@ -225,13 +225,13 @@ fn waits(timeout: *const timespec, deadline: Option<&Deadline>) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
     let real = or_enosys!(real_poll());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fds, n, timeout) };
-    }
+    };
     let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
     if timeout != 0 {
-        if let Some(r) = parking::hook().and_then(|h| parked_poll(h, fds, n, deadline.as_ref())) {
+        if let Some(r) = hook.and_then(|h| parked_poll(h, fds, n, deadline.as_ref())) {
             return r;
         }
     }
@@ -344,13 +344,13 @@ pub unsafe extern "C" fn pselect(
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     let real = or_enosys!(real_epoll_wait());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(ep, ev, max, timeout) };
-    }
+    };
     let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
     if timeout != 0 {
-        if let Some(r) = parking::hook().and_then(|h| parked_epoll(h, ep, ev, max, deadline.as_ref())) {
+        if let Some(r) = hook.and_then(|h| parked_epoll(h, ep, ev, max, deadline.as_ref())) {
             return r;
         }
     }
