@@ -540,11 +540,11 @@ fn sleeps_park_and_last_their_whole_length() {
     }
 }
 
-/// Another OS thread writes "late" into `w` 10 ms from now, and hands `w` back.
-fn late_writer(w: RawFd) -> std::thread::JoinHandle<RawFd> {
+/// Another OS thread writes `what` into `w` 10 ms from now, and hands `w` back.
+fn late_writer(w: RawFd, what: &'static [u8]) -> std::thread::JoinHandle<RawFd> {
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(10));
-        put(w, b"late");
+        put(w, what);
         w
     })
 }
@@ -553,7 +553,7 @@ fn late_writer(w: RawFd) -> std::thread::JoinHandle<RawFd> {
 /// the read blocks the thread until another thread writes.
 fn blocked_read(hook: Option<Arc<TestPark>>, critical: bool) -> (isize, u64) {
     let (r, w) = pipe();
-    let writer = late_writer(w);
+    let writer = late_writer(w, b"late");
     linger::reset_stats();
     let b = match &hook {
         Some(h) => Builder::new().park_with(h.clone()),
@@ -753,7 +753,7 @@ fn no_park_under_code_that_must_not_be_preempted() {
     }
     for _ in 0..5 {
         let (r, w) = pipe();
-        let writer = late_writer(w);
+        let writer = late_writer(w, b"late");
         linger::reset_stats();
         FD.store(r, std::sync::atomic::Ordering::Relaxed);
         let hook = TestPark::new();
@@ -791,4 +791,40 @@ fn the_hooks_own_calls_do_not_park() {
         assert_eq!(linger::park::counters(), linger::park::Counters { parks: 1, blocked: 1 });
         close_all(&[r, w, probe, probe_w]);
     }
+}
+
+#[test]
+fn regular_files_and_ttys_keep_their_blocking_call() {
+    let path = std::env::temp_dir().join(format!("linger-park-{}", std::process::id()));
+    std::fs::write(&path, b"file contents").unwrap();
+    for _ in 0..5 {
+        let file = std::fs::File::open(&path).unwrap();
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: valid out pointers; no name, settings or size wanted.
+        let r = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+        assert_eq!(r, 0);
+        let writer = late_writer(master, b"line\n");
+        linger::reset_stats();
+        let hook = TestPark::new();
+        let l = Builder::new()
+            .park_with(hook.clone())
+            .launch(
+                move || {
+                    let mut s = String::new();
+                    (&file).read_to_string(&mut s).unwrap();
+                    // A tty refuses RWF_NOWAIT: its read blocks the
+                    // thread until the other one writes a line.
+                    (s, read8(slave))
+                },
+                Duration::MAX,
+            )
+            .unwrap();
+        assert!(hook.log().is_empty(), "{:?}", hook.log());
+        let (s, n) = l.completion().expect("completed without parking");
+        assert_eq!(s, "file contents");
+        assert_eq!(n, 5);
+        assert_eq!(linger::park::counters(), linger::park::Counters::default());
+        close_all(&[writer.join().unwrap(), slave]);
+    }
+    std::fs::remove_file(&path).unwrap();
 }
