@@ -727,6 +727,38 @@ fn a_parked_function_is_cancelled_by_reclaiming() {
 }
 
 #[test]
+fn a_held_signal_ends_a_parked_read_with_eintr() {
+    static RAN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    extern "C" fn on_usr1(_: libc::c_int) {
+        RAN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: a valid handler without SA_RESTART (a blocking read would fail
+    // with EINTR after it), installed once for this test's signal.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_usr1 as *const () as usize;
+        assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+    }
+    for i in 0..20 {
+        let (r, w) = pipe();
+        let hook = TestPark::new();
+        let b = Builder::new().hold_signals(true).park_with(hook);
+        let mut l = b.launch(move || (read8(r), errno()), Duration::MAX).unwrap();
+        assert!(l.yielded());
+        // Held on this side while the function is parked; it runs when the
+        // function resumes, on its side, and ends the read as it would
+        // have ended a blocking one.
+        // SAFETY: a signal to this thread, whose handler is installed above.
+        assert_eq!(unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGUSR1) }, 0);
+        assert_eq!(RAN.load(std::sync::atomic::Ordering::Relaxed), i);
+        linger::resume(&mut l, Duration::MAX).unwrap();
+        assert_eq!(RAN.load(std::sync::atomic::Ordering::Relaxed), i + 1);
+        assert_eq!(l.completion(), Some((-1, libc::EINTR)));
+        close_all(&[r, w]);
+    }
+}
+
+#[test]
 fn held_signals_still_park() {
     for _ in 0..20 {
         let (r, w) = pipe();
