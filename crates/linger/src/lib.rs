@@ -45,6 +45,7 @@ mod inlined;
 mod isolation;
 mod interpose;
 mod overflow;
+pub mod park;
 mod preempt;
 mod ranges;
 mod return_trap;
@@ -194,6 +195,7 @@ pub struct Builder {
     isolated: bool,
     no_libset: Exhausted,
     reuse_stack: bool,
+    park: Option<park::Hook>,
 }
 
 impl Builder {
@@ -315,6 +317,18 @@ impl Builder {
         self
     }
 
+    /// Makes the function a green thread of the runtime that implements
+    /// `hook`: inside it, linger's wrappers of blocking calls (`read`,
+    /// `write`, `recv`, `accept`, `poll`, `select`, `epoll_wait`,
+    /// `nanosleep`, ...) park it through the hook, which switches back to its
+    /// scheduler, instead of blocking the thread. See [`park`] for the
+    /// contract and `docs/safety.md` ("The park seam") for what parks. A
+    /// function launched without a hook (the default) behaves as before.
+    pub fn park_with(mut self, hook: std::sync::Arc<dyn park::Park>) -> Builder {
+        self.park = Some(park::Hook(hook));
+        self
+    }
+
     /// Runs `f` on its own stack for at most `timeout` (see [`launch`]).
     #[inline]
     pub fn launch<T, F>(&self, f: F, timeout: Duration) -> Result<Linger<T>, Error>
@@ -364,6 +378,7 @@ impl Builder {
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
             lease,
             reuse_stack: self.reuse_stack,
+            park: self.park.clone(),
         };
         let scope = NoPreempt::enter();
         Inner::new(f, size, opts, scope.thread())

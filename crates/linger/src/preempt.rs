@@ -390,6 +390,35 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
     here
 }
 
+/// Would a `pause()` made here switch the running function out at once?
+/// For the park seam (`interpose::parking`), before it hands a wait to a
+/// hook whose `pause()` must really switch: not in a no-preemption scope,
+/// not while unwinding a panic, and no deferred code on the call chain
+/// ([`stop_here`]'s question, asked without arming a return trap).
+#[inline(never)]
+pub(crate) fn can_pause_here() -> bool {
+    let ts = ts();
+    let frame = ts.current.get();
+    if frame.is_null() || ts.defer.get() > 0 || std::thread::panicking() {
+        return false;
+    }
+    // SAFETY: `current` is this thread's innermost running function, whose
+    // code (a wrapper) runs on its stack.
+    let f = unsafe { &*frame };
+    ts.defer.set(1);
+    compiler_fence(Ordering::SeqCst);
+    let stop = stack_room(f) && matches!(judge_here(f), Verdict::Stop { .. });
+    compiler_fence(Ordering::SeqCst);
+    ts.defer.set(0);
+    compiler_fence(Ordering::SeqCst);
+    // As in `stop_here`: a timer that fired during the walk only recorded
+    // its deadline; arm it again.
+    if ts.pending.replace(false) {
+        retry_soon(ts);
+    }
+    stop
+}
+
 /// `judge` for the current point of the running function `f`: its call
 /// chain is walked from this function's own registers.
 #[inline(never)]

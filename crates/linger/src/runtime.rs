@@ -241,6 +241,8 @@ pub(crate) struct LaunchOptions {
     /// Its own libset, leased for its life (see `gotcha`).
     pub lease: Option<gotcha::Lease>,
     pub reuse_stack: bool,
+    /// Its park hook (see `crate::park`).
+    pub park: Option<crate::park::Hook>,
 }
 
 /// A preemptible function: its coroutine, and its `Frame`, which lives in the
@@ -400,6 +402,8 @@ impl<T> Inner<T> {
                 drop_panic: Cell::new(None),
                 flow: crate::flow::Saved::new(),
                 exit_value: Cell::new(None),
+                park: Cell::new(opts.park.map(|h| h.0)),
+                parked: Cell::new(false),
                 caller_flow: crate::flow::Saved::new(),
                 libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
                 reuse_stack: opts.reuse_stack,
@@ -636,7 +640,7 @@ impl<T> Inner<T> {
     }
 
     fn recycle_stack(&mut self) {
-        self.release_trap();
+        self.release_frame();
         // SAFETY: read while the stack (and the frame in its header) is ours.
         let reserve_open = self.co.is_some() && unsafe { self.frame.as_ref() }.reserve_open.get();
         // SAFETY: as above.
@@ -663,19 +667,22 @@ impl<T> Inner<T> {
     /// must stay valid, since nothing ran its destructor (`Pin`'s drop
     /// guarantee). Only the dead part below is released.
     fn abandon_stack(&mut self, live_from: usize) {
-        self.release_trap();
+        self.release_frame();
         if let Some(co) = self.co.take() {
             debug_assert!(co.done());
             co.into_stack().abandon(live_from);
         }
     }
 
-    /// The function can no longer return into a trap address it holds.
-    fn release_trap(&self) {
+    /// The function can no longer return into a trap address it holds;
+    /// and its park hook, which it can no longer call, is dropped.
+    fn release_frame(&self) {
         if self.co.is_some() {
             // SAFETY: unfinished or just finished: the frame is still in the
             // stack header, which has not been recycled yet.
-            crate::return_trap::release(unsafe { self.frame.as_ref() });
+            let f = unsafe { self.frame.as_ref() };
+            crate::return_trap::release(f);
+            drop(f.park.take());
         }
     }
 
@@ -781,11 +788,12 @@ impl<T> Inner<T> {
     }
 }
 
-/// Did the stopped function `f` stop where unwinding is defined, and may it
-/// be unwound from this thread (its destructors could touch another
-/// thread's TLS otherwise)?
+/// Did the stopped function `f` stop where unwinding is defined (not in a
+/// park, see `crate::park`), and may it be unwound from this thread (its
+/// destructors could touch another thread's TLS otherwise)?
 fn unwinds_here(f: &Frame) -> bool {
-    f.unwindable.get() && (f.migratable || f.home.get() == thread_key())
+    // Parked: stopped in a `pause()` under a wrapper's `extern "C"` frame.
+    f.unwindable.get() && !f.parked.get() && (f.migratable || f.home.get() == thread_key())
 }
 
 impl<T> Drop for Inner<T> {

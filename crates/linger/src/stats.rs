@@ -106,9 +106,13 @@ pub fn stats() -> Stats {
     ts().stats.snapshot()
 }
 
-/// Resets the calling thread's counters to zero.
+/// Resets the calling thread's counters to zero (and its
+/// [park counters](crate::park::counters)).
 pub fn reset_stats() {
-    ts().stats.reset()
+    let t = ts();
+    t.stats.reset();
+    t.parks.set(0);
+    t.parks_blocked.set(0);
 }
 
 /// Counts a libset reset on the calling thread.

@@ -157,6 +157,13 @@ pub(crate) struct Frame {
     pub flow: crate::flow::Saved,
     /// The value this function passed to `pthread_exit` (see `exit.rs`).
     pub exit_value: Cell<Option<usize>>,
+    /// Its park hook (`Builder::park_with`), taken when its stack is given
+    /// back; read in place while it runs (see `interpose::parking`).
+    pub park: Cell<Option<std::sync::Arc<dyn crate::park::Park>>>,
+    /// It is inside a park hook, called from a wrapper: a `pause()` there
+    /// has the wrapper's `extern "C"` frames above it, which a cancel must
+    /// not unwind (see `runtime::unwinds_here`).
+    pub parked: Cell<bool>,
     pub caller_flow: crate::flow::Saved,
     /// The libset the function's library calls go to (0: the program's
     /// own libraries, where deadlines are deferred), and the caller's,
@@ -251,6 +258,10 @@ pub(crate) struct ThreadState {
     /// A function on this thread ended by `pthread_exit` or cancellation:
     /// the value to end the thread with from the caller's side (`exit.rs`).
     pub exit_pending: Cell<Option<usize>>,
+    /// Park counters (`park::counters`): waits handed to a hook, and calls
+    /// that would have parked but blocked the thread.
+    pub parks: Cell<u64>,
+    pub parks_blocked: Cell<u64>,
 }
 
 thread_local! {
@@ -277,6 +288,8 @@ thread_local! {
             cxa_globals: Cell::new(0),
             errno_at: Cell::new(0),
             exit_pending: Cell::new(None),
+            parks: Cell::new(0),
+            parks_blocked: Cell::new(0),
         }
     };
 }

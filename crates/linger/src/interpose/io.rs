@@ -14,7 +14,9 @@
 
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 
+use super::parking::{self, streams, Hook, Next, Transfer, Waiter};
 use super::{or_enosys, blocking, errno, in_function, real, retry, set_errno, valid_timeout, Deadline, Mark};
+use crate::park::Interest;
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
@@ -101,7 +103,7 @@ pub(crate) fn prepare() {
 
 /// The socket timeout (SO_RCVTIMEO for input, SO_SNDTIMEO for output) of
 /// `fd`, if it is a socket with one.
-fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
+pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
     let mut len = std::mem::size_of::<libc::timeval>() as socklen_t;
     let opt = if input { libc::SO_RCVTIMEO } else { libc::SO_SNDTIMEO };
@@ -117,6 +119,10 @@ fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
 /// expire under short slices): before each retry we wait for readiness for
 /// what is left of the timeout, and report EAGAIN when it runs out, as the
 /// kernel does.
+///
+/// Always inlined: each wrapper's blocking path is its own instance, as it
+/// was before the park seam gave some of them a second call site.
+#[inline(always)]
 fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut() -> R) -> R {
     let start = super::now(libc::CLOCK_MONOTONIC);
     let m = Mark::now();
@@ -150,6 +156,7 @@ fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut()
 
 /// Moves `count` bytes with `once(done)` (which transfers from offset
 /// `done`), continuing after a short count only when preemption caused it.
+#[inline(always)]
 fn transfer_all(fd: c_int, input: bool, count: usize, mut once: impl FnMut(usize) -> ssize_t) -> ssize_t {
     let mut done = 0usize;
     loop {
@@ -170,12 +177,16 @@ fn transfer_all(fd: c_int, input: bool, count: usize, mut once: impl FnMut(usize
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
     let real = or_enosys!(real_read());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, count) };
-    }
+    };
     // SAFETY: forwarded verbatim to libc.
-    retry_fd(fd, true, || unsafe { real(fd, buf, count) })
+    let blocking = || retry_fd(fd, true, || unsafe { real(fd, buf, count) });
+    if let Some(h) = hook {
+        return parked_read(h, fd, &[iovec { iov_base: buf, iov_len: count }], blocking);
+    }
+    blocking()
 }
 
 /// # Safety
@@ -183,12 +194,17 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
     let real = or_enosys!(real_write());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, count) };
-    }
+    };
     // SAFETY: the caller's buffer holds `count` bytes; we pass its tail.
-    transfer_all(fd, false, count, |done| unsafe { real(fd, (buf as *const u8).add(done) as *const c_void, count - done) })
+    let blocking = || transfer_all(fd, false, count, |done| unsafe { real(fd, (buf as *const u8).add(done) as *const c_void, count - done) });
+    if let Some(h) = hook {
+        let v = [iovec { iov_base: buf as *mut c_void, iov_len: count }];
+        return parked_write(h, fd, &v, blocking);
+    }
+    blocking()
 }
 
 /// # Safety
@@ -197,7 +213,12 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let real = or_enosys!(real_readv());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, iov, n) })
+    let blocking = || retry_fd(fd, true, || unsafe { real(fd, iov, n) });
+    match parking::hook() {
+        // SAFETY: the caller passes `n` valid iovecs.
+        Some(h) if !iov.is_null() && n > 0 => parked_read(h, fd, unsafe { std::slice::from_raw_parts(iov, n as usize) }, blocking),
+        _ => blocking(),
+    }
 }
 
 /// # Safety
@@ -205,22 +226,30 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let real = or_enosys!(real_writev());
-    if !in_function() || iov.is_null() || n <= 0 {
+    let Some(hook) = parking::inside().filter(|_| !iov.is_null() && n > 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, iov, n) };
-    }
+    };
     // SAFETY: the caller passes `n` valid iovecs.
     let v = unsafe { std::slice::from_raw_parts(iov, n as usize) };
+    if let Some(h) = hook {
+        return parked_write(h, fd, v, || writev_blocking(fd, iov, v, real));
+    }
+    writev_blocking(fd, iov, v, real)
+}
+
+/// `writev` inside a function, the blocking way: the whole of `v` (which
+/// is `iov`) unless the program's handler cut it short.
+fn writev_blocking(fd: c_int, iov: *const iovec, v: &[iovec], real: VecFn) -> ssize_t {
     let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
     let m = Mark::now();
     // SAFETY: forwarded verbatim.
-    let r = retry_fd(fd, false, || unsafe { real(fd, iov, n) });
+    let r = retry_fd(fd, false, || unsafe { real(fd, iov, v.len() as c_int) });
     if r < 0 || r as usize >= total || r == 0 || !m.preempted_only() {
         return r;
     }
     // Preemption cut the gathered write short: write the rest piece by piece
     // (the atomicity of writev is already gone once it returned short).
-    let Some(w) = real_write() else { return r };
     let mut done = r as usize;
     let mut skip = done;
     for e in v {
@@ -228,9 +257,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
             skip -= e.iov_len;
             continue;
         }
-        let (base, len) = (e.iov_base as *const u8, e.iov_len - skip);
         // SAFETY: a tail of one of the caller's buffers.
-        let w2 = transfer_all(fd, false, len, |d| unsafe { w(fd, base.add(skip + d) as *const c_void, len - d) });
+        let w2 = write_piece(fd, unsafe { (e.iov_base as *const u8).add(skip) }, e.iov_len - skip);
+        let len = e.iov_len - skip;
         skip = 0;
         if w2 <= 0 {
             break;
@@ -243,21 +272,100 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
     done as ssize_t
 }
 
+/// Writes `len` bytes at `base` the blocking way, finishing what
+/// preemption alone cut short.
+fn write_piece(fd: c_int, base: *const u8, len: usize) -> ssize_t {
+    let Some(w) = real_write() else { return -1 };
+    // SAFETY: the caller's buffer holds `len` bytes at `base`; we pass its tail.
+    transfer_all(fd, false, len, |d| unsafe { w(fd, base.add(d) as *const c_void, len - d) })
+}
+
+/// `read` and `readv` in a function with a park hook: pipes, FIFOs and
+/// sockets (`streams`) are read with `preadv2(RWF_NOWAIT)` (offset -1: the
+/// file position, as `read`; the descriptor's flags untouched), parking
+/// while there is nothing; anything else the blocking way.
+fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
+    if !streams(fd) {
+        return blocking();
+    }
+    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v, all: false };
+    // SAFETY: the caller's iovecs.
+    t.run(|p, n, _| unsafe { libc::preadv2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |_, _| 0)
+}
+
+/// `write` and `writev` with a hook: `pwritev2(RWF_NOWAIT)` on pipes, FIFOs
+/// and sockets, parking while there is no room, until all is written.
+fn parked_write(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
+    if !streams(fd) {
+        return blocking();
+    }
+    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v, all: true };
+    // SAFETY: the caller's iovecs, or what is left of them.
+    t.run(|p, n, _| unsafe { libc::pwritev2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |b, len| write_piece(fd, b, len))
+}
+
+/// `accept` and `accept4` with a hook: no call accepts without blocking
+/// and without the descriptor's flags, so wait until `poll` says a
+/// connection is there, then make the call. Another thread (or green thread)
+/// may take the connection first: the call then blocks until the next one.
+fn parked_accept(h: Hook, fd: c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(poll) = super::wait::real_poll() else { return call() };
+    let mut w = Waiter::new(h, fd, Interest::Read, true);
+    loop {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, no wait.
+        if unsafe { poll(&mut p, 1, 0) } != 0 {
+            drop(w);
+            return call();
+        }
+        match w.would_block() {
+            Next::Retry => continue,
+            Next::Fail(e) => {
+                set_errno(e);
+                return -1;
+            }
+            Next::Block => {
+                drop(w);
+                return call();
+            }
+        }
+    }
+}
+
 /// # Safety
 /// Same contract as POSIX `recv`.
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_recv());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags) };
+    };
+    let waitall = flags & libc::MSG_WAITALL != 0 && flags & libc::MSG_DONTWAIT == 0;
+    let blocking = || {
+        if waitall {
+            // SAFETY: a tail of the caller's buffer.
+            transfer_all(fd, true, len, |d| unsafe { real(fd, (buf as *mut u8).add(d) as *mut c_void, len - d, flags) })
+        } else {
+            // SAFETY: forwarded verbatim.
+            retry_fd(fd, true, || unsafe { real(fd, buf, len, flags) })
+        }
+    };
+    // MSG_WAITALL with MSG_PEEK waits for the whole length to peek at: kept blocking.
+    let parks = flags & libc::MSG_DONTWAIT == 0 && !(waitall && flags & libc::MSG_PEEK != 0);
+    match hook {
+        Some(h) if parks => {
+            let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v: &[iovec { iov_base: buf, iov_len: len }], all: waitall };
+            t.run(
+                // SAFETY: (what is left of) the caller's buffer, as one iovec.
+                |p, _, _| unsafe { real(fd, (*p).iov_base, (*p).iov_len, flags | libc::MSG_DONTWAIT) },
+                blocking,
+                // SAFETY: a tail of the caller's buffer.
+                |b, n| transfer_all(fd, true, n, |d| unsafe { real(fd, b.add(d) as *mut c_void, n - d, flags) }),
+            )
+        }
+        _ => blocking(),
     }
-    if flags & libc::MSG_WAITALL != 0 && flags & libc::MSG_DONTWAIT == 0 {
-        // SAFETY: a tail of the caller's buffer.
-        return transfer_all(fd, true, len, |d| unsafe { real(fd, (buf as *mut u8).add(d) as *mut c_void, len - d, flags) });
-    }
-    // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, buf, len, flags) })
 }
 
 /// # Safety
@@ -273,7 +381,16 @@ pub unsafe extern "C" fn recvfrom(
 ) -> ssize_t {
     let real = or_enosys!(real_recvfrom());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, buf, len, flags, addr, alen) })
+    let blocking = || retry_fd(fd, true, || unsafe { real(fd, buf, len, flags, addr, alen) });
+    match parking::hook() {
+        // MSG_WAITALL stays blocking (a stream socket's `recv` parks).
+        Some(h) if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) == 0 => {
+            let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v: &[], all: false };
+            // SAFETY: forwarded with MSG_DONTWAIT added.
+            t.run(|_, _, _| unsafe { real(fd, buf, len, flags | libc::MSG_DONTWAIT, addr, alen) }, blocking, |_, _| 0)
+        }
+        _ => blocking(),
+    }
 }
 
 /// # Safety
@@ -282,7 +399,16 @@ pub unsafe extern "C" fn recvfrom(
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_recvmsg());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, msg, flags) })
+    let blocking = || retry_fd(fd, true, || unsafe { real(fd, msg, flags) });
+    match parking::hook() {
+        // MSG_WAITALL stays blocking.
+        Some(h) if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) == 0 => {
+            let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v: &[], all: false };
+            // SAFETY: forwarded with MSG_DONTWAIT added.
+            t.run(|_, _, _| unsafe { real(fd, msg, flags | libc::MSG_DONTWAIT) }, blocking, |_, _| 0)
+        }
+        _ => blocking(),
+    }
 }
 
 /// # Safety
@@ -290,12 +416,22 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_send());
-    if !in_function() || flags & libc::MSG_DONTWAIT != 0 {
+    let Some(hook) = parking::inside().filter(|_| flags & libc::MSG_DONTWAIT == 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags) };
-    }
+    };
     // SAFETY: a tail of the caller's buffer.
-    transfer_all(fd, false, len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags) })
+    let piece = |b: *const u8, n: usize| transfer_all(fd, false, n, |d| unsafe { real(fd, b.add(d) as *const c_void, n - d, flags) });
+    if let Some(h) = hook {
+        let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v: &[iovec { iov_base: buf as *mut c_void, iov_len: len }], all: true };
+        return t.run(
+            // SAFETY: (what is left of) the caller's buffer, as one iovec.
+            |p, _, _| unsafe { real(fd, (*p).iov_base, (*p).iov_len, flags | libc::MSG_DONTWAIT) },
+            || piece(buf as *const u8, len),
+            |b, n| piece(b, n),
+        );
+    }
+    piece(buf as *const u8, len)
 }
 
 /// # Safety
@@ -310,13 +446,23 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let real = or_enosys!(real_sendto());
-    if !in_function() || flags & libc::MSG_DONTWAIT != 0 {
+    let Some(hook) = parking::inside().filter(|_| flags & libc::MSG_DONTWAIT == 0) else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, buf, len, flags, addr, alen) };
-    }
+    };
     // SAFETY: a tail of the caller's buffer (a datagram is never split: it
     // goes out whole or not at all, so only stream sockets continue).
-    transfer_all(fd, false, len, |d| unsafe { real(fd, (buf as *const u8).add(d) as *const c_void, len - d, flags, addr, alen) })
+    let piece = |b: *const u8, n: usize| transfer_all(fd, false, n, |d| unsafe { real(fd, b.add(d) as *const c_void, n - d, flags, addr, alen) });
+    if let Some(h) = hook {
+        let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v: &[iovec { iov_base: buf as *mut c_void, iov_len: len }], all: true };
+        return t.run(
+            // SAFETY: (what is left of) the caller's buffer, as one iovec.
+            |p, _, _| unsafe { real(fd, (*p).iov_base, (*p).iov_len, flags | libc::MSG_DONTWAIT, addr, alen) },
+            || piece(buf as *const u8, len),
+            |b, n| piece(b, n),
+        );
+    }
+    piece(buf as *const u8, len)
 }
 
 /// # Safety
@@ -325,7 +471,42 @@ pub unsafe extern "C" fn sendto(
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_sendmsg());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, false, || unsafe { real(fd, msg, flags) })
+    let blocking = || retry_fd(fd, false, || unsafe { real(fd, msg, flags) });
+    if flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
+        return blocking();
+    }
+    let Some(h) = parking::hook() else { return blocking() };
+    // SAFETY: non-null, and a valid message per the caller's contract.
+    let m = unsafe { &*msg };
+    let v: &[iovec] = if m.msg_iov.is_null() || m.msg_iovlen == 0 {
+        &[]
+    } else {
+        // SAFETY: as above: `msg_iovlen` valid iovecs.
+        unsafe { std::slice::from_raw_parts(m.msg_iov, m.msg_iovlen) }
+    };
+    let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v, all: true };
+    t.run(
+        |p, n, first| {
+            if first {
+                // SAFETY: the caller's message, with MSG_DONTWAIT added.
+                return unsafe { real(fd, msg, flags | libc::MSG_DONTWAIT) };
+            }
+            // The rest of a stream, after a partial send: data only (the
+            // address and control messages went with the first part).
+            // SAFETY: all-zero is a valid (empty) msghdr.
+            let mut rest: libc::msghdr = unsafe { std::mem::zeroed() };
+            rest.msg_iov = p as *mut iovec;
+            rest.msg_iovlen = n as usize;
+            // SAFETY: what is left of the caller's iovecs.
+            unsafe { real(fd, &rest, flags | libc::MSG_DONTWAIT) }
+        },
+        blocking,
+        |b, n| {
+            let Some(send) = real_send() else { return -1 };
+            // SAFETY: a tail of one of the caller's buffers.
+            transfer_all(fd, false, n, |d| unsafe { send(fd, b.add(d) as *const c_void, n - d, flags) })
+        },
+    )
 }
 
 /// # Safety
@@ -358,7 +539,11 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: libc::c_u
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, alen: *mut socklen_t) -> c_int {
     let real = or_enosys!(real_accept());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, addr, alen) })
+    let call = || retry_fd(fd, true, || unsafe { real(fd, addr, alen) });
+    match parking::hook() {
+        Some(h) => parked_accept(h, fd, call),
+        None => call(),
+    }
 }
 
 /// # Safety
@@ -367,7 +552,11 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, alen: *mut sockl
 pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, alen: *mut socklen_t, flags: c_int) -> c_int {
     let real = or_enosys!(real_accept4());
     // SAFETY: forwarded verbatim.
-    retry_fd(fd, true, || unsafe { real(fd, addr, alen, flags) })
+    let call = || retry_fd(fd, true, || unsafe { real(fd, addr, alen, flags) });
+    match parking::hook() {
+        Some(h) => parked_accept(h, fd, call),
+        None => call(),
+    }
 }
 
 /// # Safety

@@ -45,6 +45,7 @@ pub(crate) mod exec;
 pub(crate) mod exit;
 pub(crate) mod io;
 pub(crate) mod loader;
+pub(crate) mod parking;
 pub(crate) mod signals;
 pub(crate) mod sleep;
 pub(crate) mod stack;
@@ -190,6 +191,30 @@ impl Mark {
         self.judge(|now| now.interrupting == self.at.interrupting)
     }
 
+    /// Did one of the program's own handlers run since `self` on this
+    /// flow of control: any (`restartable` false), or one installed without
+    /// `SA_RESTART`? For parked calls, which no signal interrupts: a
+    /// handler that ran meanwhile (a held signal, when the function resumed)
+    /// ends the call with EINTR where the blocking call would have ended.
+    pub(crate) fn program_handler_ran(&self, restartable: bool) -> bool {
+        let now = Counts::now();
+        let then = &self.at;
+        if now.frame != then.frame || now.thread != then.thread {
+            return false;
+        }
+        if restartable {
+            now.interrupting != then.interrupting
+        } else {
+            now.theirs != then.theirs
+        }
+    }
+
+    /// Gives the program back its errno from when the call began (after
+    /// attempts that failed on the way to a result).
+    pub(crate) fn restore_errno(&self) {
+        set_errno(self.errno);
+    }
+
     /// True means "retry": errno is then reset to the program's.
     fn judge(&self, quiet: impl FnOnce(&Counts) -> bool) -> bool {
         let now = Counts::now();
@@ -263,6 +288,17 @@ impl Deadline {
 
     pub(crate) fn remaining(&self) -> libc::timespec {
         remaining(libc::CLOCK_MONOTONIC, &self.0)
+    }
+
+    /// Has it passed?
+    pub(crate) fn passed(&self) -> bool {
+        let r = self.remaining();
+        r.tv_sec == 0 && r.tv_nsec == 0
+    }
+
+    /// As a park hook takes it: the time since CLOCK_MONOTONIC's epoch.
+    pub(crate) fn since_epoch(&self) -> std::time::Duration {
+        std::time::Duration::new(self.0.tv_sec.max(0) as u64, self.0.tv_nsec as u32)
     }
 
     /// What is left in milliseconds, rounded up (a retry never returns early).

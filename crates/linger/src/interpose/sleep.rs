@@ -7,7 +7,8 @@
 
 use libc::{c_int, c_uint, timespec};
 
-use super::{add, blocking, real, remaining, set_errno, Mark};
+use super::parking::{self, Hook};
+use super::{add, blocking, now, real, remaining, set_errno, Mark};
 
 type ClockNanosleepFn = unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
 
@@ -44,6 +45,12 @@ unsafe fn sleep_core(clock: libc::clockid_t, flags: c_int, req: *const timespec,
         }
         add(now, &r)
     };
+    if let Some(h) = parking::hook() {
+        let relative_rem = if flags & libc::TIMER_ABSTIME == 0 { rem } else { std::ptr::null_mut() };
+        if let Some(e) = parked_sleep(h, clock, &deadline, relative_rem) {
+            return e;
+        }
+    }
     let mark = Mark::now();
     loop {
         // SAFETY: valid deadline pointer; no remainder needed for ABSTIME.
@@ -59,6 +66,38 @@ unsafe fn sleep_core(clock: libc::clockid_t, flags: c_int, req: *const timespec,
             unsafe { *rem = remaining(clock, &deadline) };
         }
         return libc::EINTR;
+    }
+}
+
+/// A sleep until `deadline` on `clock` with a park hook: parks until then,
+/// converting a `CLOCK_REALTIME` or `CLOCK_BOOTTIME` deadline to
+/// `CLOCK_MONOTONIC` at each park and checking it on its own clock when the
+/// hook returns (so a clock change makes it park again, or end). Returns
+/// the sleep's result (0, or EINTR with what is left in `rem` when the
+/// program's handler ran on the function's side meanwhile), or None when it
+/// cannot park: sleep the blocking way.
+fn parked_sleep(h: Hook, clock: libc::clockid_t, deadline: &timespec, rem: *mut timespec) -> Option<c_int> {
+    if !matches!(clock, libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME | libc::CLOCK_BOOTTIME) {
+        return None;
+    }
+    let mark = Mark::now();
+    loop {
+        let left = remaining(clock, deadline);
+        if left.tv_sec == 0 && left.tv_nsec == 0 {
+            mark.restore_errno();
+            return Some(0);
+        }
+        let at = add(now(libc::CLOCK_MONOTONIC), &left);
+        if !parking::sleep_until(h, std::time::Duration::new(at.tv_sec as u64, at.tv_nsec as u32)) {
+            return None;
+        }
+        if mark.program_handler_ran(false) {
+            if !rem.is_null() {
+                // SAFETY: caller-provided writable remainder.
+                unsafe { *rem = remaining(clock, deadline) };
+            }
+            return Some(libc::EINTR);
+        }
     }
 }
 

@@ -11,7 +11,9 @@
 use libc::{c_int, sigset_t, timespec};
 
 use super::signals::with_stripped;
+use super::parking::{self, until_ready};
 use super::{or_enosys, blocking, errno, in_function, real, set_errno, valid_timeout, Deadline, Mark};
+use crate::park::Interest;
 
 type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
 type PpollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const timespec, *const sigset_t) -> c_int;
@@ -38,7 +40,7 @@ type SigwaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_int) -> c_int;
 type SigwaitinfoFn = unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t) -> c_int;
 type SigtimedwaitFn = unsafe extern "C" fn(*const sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int;
 
-fn real_poll() -> Option<PollFn> {
+pub(crate) fn real_poll() -> Option<PollFn> {
     real!("poll", PollFn)
 }
 fn real_ppoll() -> Option<PpollFn> {
@@ -122,16 +124,117 @@ fn left_or(d: Option<&Deadline>, orig: *const timespec, buf: &mut timespec) -> *
     }
 }
 
+/// What a `poll` set waits for, as a park hook takes it: reading for
+/// `POLLIN`, `POLLPRI`, `POLLRDHUP` (and for no events at all, which waits
+/// for hang-ups and errors), writing for `POLLOUT`, `POLLWRBAND`. Negative
+/// descriptors are ignored, as `poll` does.
+fn poll_interests(fds: *const libc::pollfd, n: libc::nfds_t) -> Vec<(c_int, Interest)> {
+    if fds.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the caller's `n` pollfds (their contract with `poll`).
+    let v = unsafe { std::slice::from_raw_parts(fds, n as usize) };
+    let mut out = Vec::with_capacity(v.len());
+    for p in v.iter().filter(|p| p.fd >= 0) {
+        let read = p.events & (libc::POLLIN | libc::POLLPRI | libc::POLLRDHUP) != 0;
+        let write = p.events & (libc::POLLOUT | libc::POLLWRBAND) != 0;
+        if read || !write {
+            out.push((p.fd, Interest::Read));
+        }
+        if write {
+            out.push((p.fd, Interest::Write));
+        }
+    }
+    out
+}
+
+/// `poll` and `ppoll` (without a mask) with a park hook; None: the caller's
+/// blocking way.
+fn parked_poll(h: parking::Hook, fds: *mut libc::pollfd, n: libc::nfds_t, deadline: Option<&Deadline>) -> Option<c_int> {
+    let real = real_poll()?;
+    let mut interests = None;
+    // SAFETY: the caller's descriptors, no wait.
+    until_ready(deadline, || unsafe { real(fds, n, 0) }, || {
+        parking::wait_fds(h, interests.get_or_insert_with(|| poll_interests(fds, n)), deadline)
+    })
+}
+
+/// `epoll_wait` and its variants (without a mask) with a park hook: the
+/// epoll descriptor is readable while events are ready.
+fn parked_epoll(h: parking::Hook, ep: c_int, ev: *mut libc::epoll_event, max: c_int, deadline: Option<&Deadline>) -> Option<c_int> {
+    let real = real_epoll_wait()?;
+    // SAFETY: the caller's buffer, no wait.
+    until_ready(deadline, || unsafe { real(ep, ev, max, 0) }, || parking::wait_fd(h, ep, Interest::Read, deadline))
+}
+
+/// `select` and `pselect` (without a mask) with a park hook. The sets are
+/// put back before each zero-timeout attempt (one that finds nothing
+/// clears them, as the kernel does at a timeout).
+fn parked_select(
+    h: parking::Hook,
+    n: c_int,
+    sets: [*mut libc::fd_set; 3],
+    deadline: Option<&Deadline>,
+) -> Option<c_int> {
+    let real = real_select()?;
+    if !(0..=libc::FD_SETSIZE as c_int).contains(&n) {
+        return None; // the blocking call reports it (or handles bigger sets)
+    }
+    // SAFETY: non-null sets are the caller's readable fd_sets.
+    let saved = sets.map(|p| unsafe { p.as_ref() }.copied());
+    let interests = || {
+        let mut v = Vec::new();
+        for fd in 0..n {
+            for (k, s) in saved.iter().enumerate() {
+                // SAFETY: `fd` is below FD_SETSIZE.
+                if s.as_ref().is_some_and(|s| unsafe { libc::FD_ISSET(fd, s) }) {
+                    v.push((fd, if k == 1 { Interest::Write } else { Interest::Read }));
+                }
+            }
+        }
+        v
+    };
+    let mut wanted = None;
+    let attempt = || {
+        for (p, s) in sets.iter().zip(&saved) {
+            if let Some(s) = s {
+                // SAFETY: the caller's writable set (non-null: it was read).
+                unsafe { **p = *s };
+            }
+        }
+        let mut zero = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: the caller's sets, no wait.
+        unsafe { real(n, sets[0], sets[1], sets[2], &mut zero) }
+    };
+    until_ready(deadline, attempt, || parking::wait_fds(h, wanted.get_or_insert_with(interests), deadline))
+}
+
+/// Does a call with this timespec timeout wait (no timeout, or a valid
+/// non-zero one, whose deadline is `deadline`)? Zero and invalid timeouts
+/// go to the kernel directly.
+fn waits(timeout: *const timespec, deadline: Option<&Deadline>) -> bool {
+    // SAFETY: non-null timeouts are readable per the caller's contract.
+    match unsafe { timeout.as_ref() } {
+        None => true,
+        Some(t) => deadline.is_some() && (t.tv_sec > 0 || t.tv_nsec > 0),
+    }
+}
+
 /// # Safety
 /// Same contract as POSIX `poll`.
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
     let real = or_enosys!(real_poll());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fds, n, timeout) };
-    }
+    };
     let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
+    if timeout != 0 {
+        if let Some(r) = hook.and_then(|h| parked_poll(h, fds, n, deadline.as_ref())) {
+            return r;
+        }
+    }
     // SAFETY: the caller's descriptors, with what is left of the timeout.
     until(deadline, |d| unsafe { real(fds, n, d.map_or(timeout, Deadline::remaining_ms)) })
 }
@@ -147,6 +250,11 @@ pub unsafe extern "C" fn ppoll(
 ) -> c_int {
     let real = or_enosys!(real_ppoll());
     let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    if mask.is_null() && waits(timeout, deadline.as_ref()) {
+        if let Some(r) = parking::hook().and_then(|h| parked_poll(h, fds, n, deadline.as_ref())) {
+            return r;
+        }
+    }
     with_stripped(mask, |mask| {
         let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: the caller's descriptors, with what is left of the timeout.
@@ -173,6 +281,19 @@ pub unsafe extern "C" fn select(
         }
         _ => None,
     };
+    // SAFETY: as above.
+    let tv = unsafe { timeout.as_ref() };
+    if tv.is_none() || (deadline.is_some() && tv.is_some_and(|t| t.tv_sec > 0 || t.tv_usec > 0)) {
+        if let Some(r) = parking::hook().and_then(|h| parked_select(h, n, [r, w, e], deadline.as_ref())) {
+            if let Some(d) = &deadline {
+                // What was not slept, as Linux leaves it.
+                let left = d.remaining();
+                // SAFETY: the caller's writable timeout (non-null: we have a deadline).
+                unsafe { *timeout = libc::timeval { tv_sec: left.tv_sec, tv_usec: left.tv_nsec / 1000 } };
+            }
+            return r;
+        }
+    }
     // Linux leaves the descriptor sets alone when it fails with EINTR, so
     // they can be passed again as they are.
     until(deadline, |d| {
@@ -206,6 +327,11 @@ pub unsafe extern "C" fn pselect(
 ) -> c_int {
     let real = or_enosys!(real_pselect());
     let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    if mask.is_null() && waits(timeout, deadline.as_ref()) {
+        if let Some(r) = parking::hook().and_then(|h| parked_select(h, n, [r, w, e], deadline.as_ref())) {
+            return r;
+        }
+    }
     with_stripped(mask, |mask| {
         let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: the caller's sets, with what is left of the timeout.
@@ -218,11 +344,16 @@ pub unsafe extern "C" fn pselect(
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     let real = or_enosys!(real_epoll_wait());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(ep, ev, max, timeout) };
-    }
+    };
     let deadline = (timeout > 0).then(|| Deadline::after_ms(timeout));
+    if timeout != 0 {
+        if let Some(r) = hook.and_then(|h| parked_epoll(h, ep, ev, max, deadline.as_ref())) {
+            return r;
+        }
+    }
     // SAFETY: the caller's buffer, with what is left of the timeout.
     until(deadline, |d| unsafe { real(ep, ev, max, d.map_or(timeout, Deadline::remaining_ms)) })
 }
@@ -239,6 +370,11 @@ pub unsafe extern "C" fn epoll_pwait(
 ) -> c_int {
     let real = or_enosys!(real_epoll_pwait());
     let deadline = (timeout > 0 && in_function()).then(|| Deadline::after_ms(timeout));
+    if mask.is_null() && timeout != 0 {
+        if let Some(r) = parking::hook().and_then(|h| parked_epoll(h, ep, ev, max, deadline.as_ref())) {
+            return r;
+        }
+    }
     with_stripped(mask, |mask| {
         // SAFETY: the caller's buffer, with what is left of the timeout.
         until(deadline, |d| unsafe { real(ep, ev, max, d.map_or(timeout, Deadline::remaining_ms), mask) })
@@ -257,6 +393,11 @@ pub unsafe extern "C" fn epoll_pwait2(
 ) -> c_int {
     let real = or_enosys!(real_epoll_pwait2());
     let deadline = if in_function() { timespec_deadline(timeout) } else { None };
+    if mask.is_null() && waits(timeout, deadline.as_ref()) {
+        if let Some(r) = parking::hook().and_then(|h| parked_epoll(h, ep, ev, max, deadline.as_ref())) {
+            return r;
+        }
+    }
     with_stripped(mask, |mask| {
         let mut buf = timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: the caller's buffer, with what is left of the timeout.

@@ -1,0 +1,159 @@
+//! The park seam: how a green-thread runtime built on linger makes the
+//! program's blocking calls wait without blocking its worker thread.
+//!
+//! A green thread is a preemptible function that a scheduler runs among many
+//! on one OS thread. When its code calls `read` on an empty pipe, the
+//! blocking call would stop every other green thread of that worker. linger
+//! already owns the program's `read`, `poll`, `nanosleep`, ... (its wrappers,
+//! `docs/safety.md`); this module lets a runtime it does not know about
+//! (linger depends on no scheduler) take over the *waiting* part of those
+//! calls: launch the function with [`Builder::park_with`](crate::Builder::park_with)
+//! and a [`Park`] implementation, and inside it the wrappers call the hook
+//! where the call would block. The hook registers interest with its reactor
+//! or timer and switches back to the scheduler with [`crate::pause`]; the
+//! scheduler resumes the function when the descriptor may be ready or the
+//! deadline passed, the hook returns, and the wrapper makes its call again.
+//!
+//! # What the wrappers guarantee
+//!
+//! Blocking semantics stay as they were: a parked `read` returns what the
+//! blocking call would have (data, 0 at end of file, an error), a `write`
+//! returns once everything is written, a socket timeout (`SO_RCVTIMEO`,
+//! `SO_SNDTIMEO`) still ends the call with `EAGAIN` at its expiry, `poll`,
+//! `select` and `epoll_wait` report the kernel's own answer or time out,
+//! sleeps last at least as long as asked. Parking never causes `EINTR`. The
+//! descriptor's flags are never changed: a descriptor the program made
+//! non-blocking (`O_NONBLOCK`) gets `EAGAIN` as before, without a park.
+//! Which calls park, and which stay blocking (regular files, ttys, calls
+//! with a signal mask, calls in a [`critical`](crate::critical) scope or
+//! under code that must not be preempted, such as `println!`'s lock), is
+//! listed in `docs/safety.md` ("The park seam").
+//!
+//! Outside functions launched with a hook nothing changes: the wrappers'
+//! path outside preemptible functions is the same single thread-local load,
+//! and inside a function without a hook they add one load and a branch.
+//!
+//! # Deadlines
+//!
+//! Deadlines are absolute times on `CLOCK_MONOTONIC`, given as the
+//! [`Duration`] since that clock's epoch (what `clock_gettime(CLOCK_MONOTONIC)`
+//! returns, as seconds and nanoseconds; [`monotonic_now`] reads it). A sleep
+//! on `CLOCK_REALTIME` is converted once per park, and checked against its
+//! own clock when the hook returns.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Readiness a parked call waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interest {
+    /// Data to read, a connection to accept, end of file or an error
+    /// (`POLLIN`, `POLLPRI`, `POLLRDHUP` and `select`'s read and exception sets).
+    Read,
+    /// Room to write (`POLLOUT`, `POLLWRBAND`, `select`'s write set).
+    Write,
+}
+
+/// Implemented by a green-thread runtime; called on the green thread's own
+/// stack, inside the preemptible function, from linger's wrappers when a call
+/// would block.
+///
+/// # Contract
+///
+/// - To wait, the hook switches back to its scheduler with [`crate::pause`]
+///   (the function then reports [`yielded`](crate::Linger::yielded)) and
+///   returns once the scheduler resumed it. It may return early or
+///   spuriously: the wrapper tries its call again and parks again if it still
+///   would block. A hook that returns at once without waiting makes the
+///   wrapper spin; one that cannot wait returns `false`, and the wrapper then
+///   makes the real blocking call, as without a hook.
+/// - The wrapper calls the hook only where `pause()` switches: never inside
+///   a [`critical`](crate::critical) scope, while the thread unwinds a panic,
+///   in one of the program's signal handlers, or with code that must not be
+///   preempted on the call chain (a `write` under `println!`'s lock); those calls block the thread as before and
+///   are counted ([`counters`]). The hook's own code is preemptible like
+///   the program's: state it shares with the scheduler on this thread needs
+///   a `critical` scope (or [`defer_paths`](crate::defer_paths)), closed
+///   before it pauses.
+/// - A function cancelled while parked is reclaimed, not unwound (its stack
+///   holds the wrappers' `extern "C"` frames): nothing the hook keeps on the
+///   stack is dropped. Keep registrations elsewhere (a per-worker table).
+/// - Program signals that arrive while the function is parked run on
+///   whatever the thread runs meanwhile, as if sent to another thread; they
+///   do not end the parked call. (With
+///   [`hold_signals`](crate::Builder::hold_signals) they are held and run
+///   when it resumes, and then end it with `EINTR` where the blocking call
+///   would have.)
+/// - Calls the hook itself makes through linger's wrappers (it runs inside
+///   the function) do not park again: they block, or fail as they would.
+/// - Blocking calls made by the program's own signal handlers never park
+///   (they block, as before): the handler's frame sits on the interrupted
+///   code, which may hold anything.
+pub trait Park: Send + Sync + 'static {
+    /// Returns once `fd` may be ready for `interest` (spurious returns are
+    /// fine: the wrapper retries), or once the absolute `CLOCK_MONOTONIC`
+    /// `deadline` has passed. Returns false if it cannot wait (then the
+    /// wrapper makes the real blocking call, as today).
+    fn wait_fd(&self, fd: RawFd, interest: Interest, deadline: Option<Duration>) -> bool;
+
+    /// Several descriptors at once (`poll`, `select`): returns when any may be
+    /// ready, or at the deadline. A descriptor may appear twice, once per
+    /// interest. The set may be empty (`poll(NULL, 0, ms)`, a common way to
+    /// sleep): then only the deadline ends the wait (with none, nothing
+    /// does).
+    fn wait_fds(&self, fds: &[(RawFd, Interest)], deadline: Option<Duration>) -> bool;
+
+    /// Returns at the absolute `CLOCK_MONOTONIC` `deadline` (or later), or
+    /// false if it cannot.
+    fn sleep_until(&self, deadline: Duration) -> bool;
+}
+
+/// The hook of the function running on this thread, if it was launched with
+/// one (see [`Builder::park_with`](crate::Builder::park_with)). None outside
+/// preemptible functions and inside functions launched without one (a
+/// function nested in a green thread has none unless given one).
+pub fn current() -> Option<Arc<dyn Park>> {
+    let f = crate::thread::ts().current.get();
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: `current` is the live running function; its hook is only
+    // taken when its stack is given back, after it stopped running.
+    unsafe { (*(*f).park.as_ptr()).clone() }
+}
+
+/// What `CLOCK_MONOTONIC` reads now, as a deadline is given to [`Park`].
+pub fn monotonic_now() -> Duration {
+    let t = crate::interpose::now(libc::CLOCK_MONOTONIC);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The calling thread's park counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Waits handed to a hook (`wait_fd`, `wait_fds`, `sleep_until` calls
+    /// that returned true).
+    pub parks: u64,
+    /// Calls that would have parked but blocked the thread instead: in a
+    /// `critical` scope, under code that must not be preempted, while
+    /// unwinding, or because the hook returned false.
+    pub blocked: u64,
+}
+
+/// The park counters of the calling thread (counted where the function ran
+/// at the time). [`reset_stats`](crate::reset_stats) resets them too.
+pub fn counters() -> Counters {
+    let t = crate::thread::ts();
+    Counters { parks: t.parks.get(), blocked: t.parks_blocked.get() }
+}
+
+/// A hook as [`crate::Builder`] keeps it.
+#[derive(Clone)]
+pub(crate) struct Hook(pub Arc<dyn Park>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Park")
+    }
+}
