@@ -115,7 +115,7 @@ impl Builder {
         crate::rules::install();
         linger::init().map_err(io::Error::other)?;
         let (sched, locals) = Scheduler::new(self.workers, self.slice);
-        let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, time: self.time, tokio: tokio.handle().clone() }) };
+        let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, time: self.time, io: self.io, tokio: tokio.handle().clone() }) };
         let stop = |threads: Vec<std::thread::JoinHandle<()>>| {
             sched.shutdown.store(true, Ordering::Release);
             sched.wake_all();
@@ -165,6 +165,8 @@ struct Inner {
     slice: Duration,
     /// Timers are enabled (green threads' `sleep` parks on them).
     time: bool,
+    /// The reactor is enabled (green threads' blocking calls park on it).
+    io: bool,
     tokio: tokio::runtime::Handle,
 }
 
@@ -238,6 +240,10 @@ impl Handle {
 
     pub(crate) fn has_time(&self) -> bool {
         self.inner.time
+    }
+
+    pub(crate) fn has_io(&self) -> bool {
+        self.inner.io
     }
 
     /// Runs a green thread as a task.

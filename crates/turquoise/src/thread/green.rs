@@ -290,7 +290,8 @@ impl<T: Send + 'static> Green<T> {
             run_dtors(&g);
             r
         };
-        let mut b = linger::Builder::new();
+        // Its blocking calls park it (`park.rs`).
+        let mut b = linger::Builder::new().park_with(super::park::HOOK.clone());
         if let Some(s) = stack_size {
             b = b.stack_size(s);
         }

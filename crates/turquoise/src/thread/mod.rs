@@ -25,6 +25,7 @@
 
 mod atexit;
 mod green;
+mod park;
 mod stats;
 mod tls;
 
