@@ -152,7 +152,7 @@ build() {
     # Green-thread tests (test_turq_*) link libturquoise, which contains
     # linger; the others liblinger.
     local lib=linger
-    [[ "$name" == test_turq_* ]] && lib=turquoise
+    [[ "$name" == test_turq_* || "$name" == *.turq ]] && lib=turquoise
     local link=(-L"$libdir" -l"$lib" -Wl,-rpath,"$libdir")
     [ "$kind" = static ] && link=("$libdir/lib$lib.a" "${static_libs[@]}")
     local cc="$CC"
@@ -169,7 +169,7 @@ build() {
 
 filters=("$@")
 sources=()
-for src in "$root"/examples/c/*.c "$root"/tests/c/test_*.c "$root"/tests/c/test_*.cpp; do
+for src in "$root"/examples/c/*.c "$root"/tests/c/test_*.c "$root"/tests/c/test_*.cpp "$root"/tests/c/port_*.c; do
     sources+=("$src")
 done
 
@@ -190,6 +190,15 @@ for src in "${sources[@]}"; do
 
     if build "$name" "$src" shared; then
         run "$name" "$out/$name"
+    fi
+    # pthread programs (port_*.c) again, ported to green threads by renaming
+    # their calls only (tests/c/pthread-to-turq.sed), linked with libturquoise.
+    if [[ "$name" == port_* ]]; then
+        mkdir -p "$out/ported"
+        sed -f "$root/tests/c/pthread-to-turq.sed" "$src" >"$out/ported/$base.c"
+        if build "$name.turq" "$out/ported/$base.c" shared; then
+            run "$name.turq" "$out/$name.turq"
+        fi
     fi
     # The tests again, with the library linked statically into the program.
     if [[ "$name" == test_* ]] && [ -z "${LINGER_NO_STATIC:-}" ] && [ -z "$valgrind_mode" ]; then
