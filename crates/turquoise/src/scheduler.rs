@@ -117,15 +117,15 @@ pub(crate) fn count_poll(preempted: bool, p: Option<linger::Preemption>) {
     c.polls.add(preempted, p);
 }
 
-/// Adds what a green thread did in one poll to the calling worker's counters.
-pub(crate) fn count_green(before: &crate::thread::ThreadStats, after: &crate::thread::ThreadStats) {
+/// The calling worker's green-thread counters (null off the workers): valid
+/// while the worker runs, which its scheduler outlives.
+pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
     let (s, i) = WORKER.with(|w| w.get());
     if s.is_null() {
-        return;
+        return std::ptr::null();
     }
     // SAFETY: as in `count_poll`.
-    let c = unsafe { &(&(*s).slots)[i].counters };
-    c.green.add_delta(before, after);
+    unsafe { &(&(*s).slots)[i].counters.green }
 }
 
 /// The index of the worker the calling thread is, of any scheduler.

@@ -91,6 +91,19 @@ std::thread_local! {
     /// An address unique to this OS thread while it lives (identifies a
     /// green thread's home).
     static HOME_TOKEN: u8 = const { 0 };
+    /// The worker's green counters while it resumes a thread.
+    static WORKER_COUNTERS: Cell<*const stats::Counters> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The running worker's green counters (set around each resume).
+fn with_worker(f: impl FnOnce(&stats::Counters)) {
+    let w = WORKER_COUNTERS.with(|c| c.get());
+    // SAFETY: set by `Green::poll` to the worker's own counters (which live
+    // as long as its scheduler, held by the worker during the poll) only
+    // while it resumes a thread; null otherwise.
+    if let Some(w) = unsafe { w.as_ref() } {
+        f(w);
+    }
 }
 
 fn home_token() -> usize {
@@ -116,6 +129,7 @@ pub(crate) fn park(cause: Cause, detail: u64) {
     }
     g.status.parking(cause, detail);
     g.status.counters.parked(cause);
+    with_worker(|w| w.parked(cause));
     tracing::debug!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), %cause, detail, "park");
     g.why.store(PARK, Ordering::Relaxed);
     linger::pause();
@@ -355,10 +369,17 @@ impl<T: Send + 'static> Future for Green<T> {
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
-        let before = g.status.counters.get();
-        g.status.running();
+        let worker = crate::scheduler::green_counters();
+        let waited = g.status.running();
+        // SAFETY: see `with_worker`.
+        let worker = unsafe { worker.as_ref() };
+        if let Some(w) = worker {
+            w.switched_in(waited);
+        }
         CURRENT.with(|c| c.set(&**g));
+        WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
         let r = linger::resume(l, this.slice);
+        WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
@@ -379,7 +400,6 @@ impl<T: Send + 'static> Future for Green<T> {
                 this.stopped = false;
                 body.image = None;
                 g.status.finished();
-                crate::scheduler::count_green(&before, &g.status.counters.get());
                 LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
                 match r {
                     Ok(v) => Poll::Ready(v),
@@ -398,6 +418,9 @@ impl<T: Send + 'static> Future for Green<T> {
                 if !yielded {
                     this.last = stop;
                     g.status.counters.preempted();
+                    if let Some(w) = worker {
+                        w.preempted();
+                    }
                     g.status.runnable();
                     cx.waker().wake_by_ref();
                 } else if why != PARK || g.woken.load(Ordering::Acquire) {
@@ -405,11 +428,13 @@ impl<T: Send + 'static> Future for Green<T> {
                     // thread's code); or a park whose wake-up already came.
                     if why != PARK {
                         g.status.counters.yielded();
+                        if let Some(w) = worker {
+                            w.yielded();
+                        }
                     }
                     g.status.runnable();
                     cx.waker().wake_by_ref();
                 }
-                crate::scheduler::count_green(&before, &g.status.counters.get());
                 Poll::Pending
             }
             Some(Linger::Poison) | None => unreachable!("resume reported no error"),
