@@ -138,10 +138,18 @@ int turq_attr_setdetachstate(struct turq_attr_t *attr, int state);
 // NUL-terminated string.
 int turq_attr_setname(struct turq_attr_t *attr, const char *name);
 
+// Writes the live green threads to `fd`, one line each: id, name, state,
+// what it waits on, worker and counters (as `TURQ_DUMP_SIGNAL` does).
+// 0, or the errno of a failed `write`.
+int turq_dump(int fd);
+
 // Starts the runtime green threads run on, with `workers` OS threads (0:
 // one per CPU) and a default slice of `slice_us` (0: 2 ms). Optional: the
 // first `turq_create` starts it otherwise (with `TURQ_WORKERS` and
-// `TURQ_SLICE_US` if set). 0, `EBUSY` (already started), `EAGAIN`.
+// `TURQ_SLICE_US` if set). With `TURQ_DUMP_SIGNAL` set (`SIGQUIT`, `USR1`,
+// a number...), that signal makes the process write its live green threads
+// to stderr (or append them to `TURQ_DUMP_FILE`) and go on. 0, `EBUSY`
+// (already started), `EAGAIN`.
 int turq_runtime_init(uint32_t workers, uint64_t slice_us);
 
 #ifdef __cplusplus

@@ -363,10 +363,37 @@ pub unsafe extern "C" fn turq_attr_setname(attr: *mut turq_attr_t, name: *const 
     }
 }
 
+/// Writes the live green threads to `fd`, one line each: id, name, state,
+/// what it waits on, worker and counters (as `TURQ_DUMP_SIGNAL` does).
+/// 0, or the errno of a failed `write`.
+#[no_mangle]
+pub extern "C" fn turq_dump(fd: c_int) -> c_int {
+    guarded(|| {
+        let text = thread::dump_text();
+        let mut left = text.as_bytes();
+        while !left.is_empty() {
+            // SAFETY: writes from our buffer to the caller's descriptor.
+            let n = unsafe { libc::write(fd, left.as_ptr().cast(), left.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+                if e == libc::EINTR {
+                    continue;
+                }
+                return e;
+            }
+            left = &left[n as usize..];
+        }
+        0
+    })
+}
+
 /// Starts the runtime green threads run on, with `workers` OS threads (0:
 /// one per CPU) and a default slice of `slice_us` (0: 2 ms). Optional: the
 /// first `turq_create` starts it otherwise (with `TURQ_WORKERS` and
-/// `TURQ_SLICE_US` if set). 0, `EBUSY` (already started), `EAGAIN`.
+/// `TURQ_SLICE_US` if set). With `TURQ_DUMP_SIGNAL` set (`SIGQUIT`, `USR1`,
+/// a number...), that signal makes the process write its live green threads
+/// to stderr (or append them to `TURQ_DUMP_FILE`) and go on. 0, `EBUSY`
+/// (already started), `EAGAIN`.
 #[no_mangle]
 pub extern "C" fn turq_runtime_init(workers: u32, slice_us: u64) -> c_int {
     guarded(|| {

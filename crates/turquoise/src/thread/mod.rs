@@ -24,6 +24,7 @@
 //! threads").
 
 mod atexit;
+mod dump_signal;
 mod green;
 mod park;
 mod stats;
@@ -230,6 +231,7 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
         b.slice(s);
     }
     let rt = b.build()?;
+    dump_signal::install_from_env();
     // Two first spawns may race: the loser's runtime is shut down here.
     let mut won = false;
     DEFAULT.get_or_init(|| {
