@@ -133,26 +133,32 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml)
 SONAME := liblinger.so.$(firstword $(subst ., ,$(VERSION)))
 REALNAME := liblinger.so.$(VERSION)
+# libturquoise (green threads for C): carries linger, so a program links one.
+TSONAME := libturquoise.so.$(firstword $(subst ., ,$(VERSION)))
+TREALNAME := libturquoise.so.$(VERSION)
 # What liblinger.a needs from the system, as `cargo rustc -p linger
 # --crate-type staticlib -- --print native-static-libs` reports it (less -lc).
 LIBS_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl
 REL := target/release
-# linger.pc with prefix $(1), libdir $(2), includedir $(3), into $(4).
+# linger.pc with prefix $(1), libdir $(2), includedir $(3), into $(4) (from
+# template $(5), linger's by default).
 pc = sed -e 's|@prefix@|$(1)|' -e 's|@libdir@|$(2)|' -e 's|@includedir@|$(3)|' \
 	-e 's|@version@|$(VERSION)|' -e 's|@libs_private@|$(LIBS_PRIVATE)|' \
-	crates/linger/linger.pc.in >$(4)
+	$(or $(5),crates/linger/linger.pc.in) >$(4)
 
 lib:
-	$(CARGO) build --release -p linger
+	$(CARGO) build --release -p linger -p turquoise
 	ln -sf liblinger.so $(REL)/$(SONAME)
+	ln -sf libturquoise.so $(REL)/$(TSONAME)
 	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/linger-uninstalled.pc)
+	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/turquoise-uninstalled.pc,crates/turquoise/turquoise.pc.in)
 
-$(REL)/liblinger.so $(REL)/liblinger.a:
+$(REL)/liblinger.so $(REL)/liblinger.a $(REL)/libturquoise.so $(REL)/libturquoise.a:
 	$(MAKE) --no-print-directory lib
 
 # libdir and includedir are written relative to ${prefix} when they are under
 # it, so that `pkg-config --define-prefix` can relocate a DESTDIR copy.
-install: $(REL)/liblinger.so $(REL)/liblinger.a
+install: $(REL)/liblinger.so $(REL)/liblinger.a $(REL)/libturquoise.so $(REL)/libturquoise.a
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(REL)/liblinger.so $(DESTDIR)$(LIBDIR)/$(REALNAME)
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -160,9 +166,18 @@ install: $(REL)/liblinger.so $(REL)/liblinger.a
 	install -m 644 $(REL)/liblinger.a $(DESTDIR)$(LIBDIR)/liblinger.a
 	install -m 644 include/linger.h $(DESTDIR)$(INCLUDEDIR)/linger.h
 	$(call pc,$(PREFIX),$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR)),$(DESTDIR)$(PKGCONFIGDIR)/linger.pc)
+	install -m 755 $(REL)/libturquoise.so $(DESTDIR)$(LIBDIR)/$(TREALNAME)
+	ln -sf $(TREALNAME) $(DESTDIR)$(LIBDIR)/$(TSONAME)
+	ln -sf $(TSONAME) $(DESTDIR)$(LIBDIR)/libturquoise.so
+	install -m 644 $(REL)/libturquoise.a $(DESTDIR)$(LIBDIR)/libturquoise.a
+	install -m 644 include/turquoise.h $(DESTDIR)$(INCLUDEDIR)/turquoise.h
+	$(call pc,$(PREFIX),$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR)),$(DESTDIR)$(PKGCONFIGDIR)/turquoise.pc,crates/turquoise/turquoise.pc.in)
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig || true; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/liblinger.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 		$(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/liblinger.a \
-		$(DESTDIR)$(INCLUDEDIR)/linger.h $(DESTDIR)$(PKGCONFIGDIR)/linger.pc
+		$(DESTDIR)$(INCLUDEDIR)/linger.h $(DESTDIR)$(PKGCONFIGDIR)/linger.pc \
+		$(DESTDIR)$(LIBDIR)/libturquoise.so $(DESTDIR)$(LIBDIR)/$(TSONAME) \
+		$(DESTDIR)$(LIBDIR)/$(TREALNAME) $(DESTDIR)$(LIBDIR)/libturquoise.a \
+		$(DESTDIR)$(INCLUDEDIR)/turquoise.h $(DESTDIR)$(PKGCONFIGDIR)/turquoise.pc

@@ -70,6 +70,25 @@ if readelf -d "$tmp/basic.static" | grep -q "(NEEDED).*liblinger"; then die "the
 quiet "$tmp/static.log" timeout 60 "$tmp/basic.static"
 echo "ok install: examples/c/basic.c with pkg-config --static against liblinger.a"
 
+# libturquoise (green threads, carries linger): examples/c/green.c through
+# pkg-config's turquoise.pc, shared and static.
+tsoname="libturquoise.so.${version%%.*}"
+[ "$(readlink "$lib/$tsoname")" = "libturquoise.so.$version" ] || die "$tsoname is not a link to libturquoise.so.$version"
+cmp -s include/turquoise.h "$dest$prefix/include/turquoise.h" || die "include/turquoise.h not installed"
+readelf -d "$lib/libturquoise.so.$version" | grep -q "Library soname: \[$tsoname\]" ||
+    die "libturquoise.so.$version has no soname $tsoname"
+tflags() { pkg-config --define-prefix "$@" turquoise; }
+# shellcheck disable=SC2046
+quiet "$tmp/green.build.log" "$CC" "${cflags[@]}" examples/c/green.c \
+    $(tflags --cflags --libs) -Wl,-rpath,"$lib" -o "$tmp/green"
+ldd "$tmp/green" | grep -q "$tsoname => $lib/$tsoname" || die "the program does not load $lib/$tsoname"
+quiet "$tmp/green.log" timeout 60 "$tmp/green"
+# shellcheck disable=SC2046
+quiet "$tmp/green.static.build.log" "$CC" "${cflags[@]}" examples/c/green.c \
+    $(tflags --static --cflags --libs | sed 's/-lturquoise\b/-l:libturquoise.a/') -o "$tmp/green.static"
+quiet "$tmp/green.static.log" timeout 60 "$tmp/green.static"
+echo "ok install: examples/c/green.c with pkg-config turquoise, shared and static"
+
 quiet "$tmp/uninstall.log" make --no-print-directory uninstall DESTDIR="$dest" PREFIX="$prefix"
 left="$(find "$dest" ! -type d)"
 [ -z "$left" ] || die "make uninstall left: $left"

@@ -152,7 +152,7 @@ build() {
     # Green-thread tests (test_turq_*) link libturquoise, which contains
     # linger; the others liblinger.
     local lib=linger
-    [[ "$name" == test_turq_* || "$name" == *.turq ]] && lib=turquoise
+    [[ "$name" == test_turq_* || "$name" == *.turq || "$name" == example_green* ]] && lib=turquoise
     local link=(-L"$libdir" -l"$lib" -Wl,-rpath,"$libdir")
     [ "$kind" = static ] && link=("$libdir/lib$lib.a" "${static_libs[@]}")
     local cc="$CC"
