@@ -80,6 +80,11 @@ test-valgrind:
 		--show-possibly-lost=no --error-exitcode=99 --suppressions=valgrind/linger.supp \
 		target/release/examples/hazards 1000 2
 	@echo "valgrind: turquoise hazards clean"
+	$(CARGO) build --release -q -p turquoise --example green_leakcheck
+	RUST_BACKTRACE=0 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+		--show-possibly-lost=no --error-exitcode=99 --suppressions=valgrind/linger.supp \
+		target/release/examples/green_leakcheck 40 2
+	@echo "valgrind: green threads clean"
 	LINGER_VALGRIND=1 LINGER_NO_STATIC=1 bash tests/c/run.sh
 
 # The Rust and C tests, ROUNDS times, on a machine made noisy by
