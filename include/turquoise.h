@@ -64,8 +64,9 @@ int turq_create(turq_t *thread, turq_fn start, void *arg);
 int turq_create_attr(turq_t *thread, const struct turq_attr_t *attr, turq_fn start, void *arg);
 
 // Waits for `thread` to end (parks a green thread, blocks an OS thread)
-// and stores its value in `*ret` if `ret` is not NULL (`TURQ_CANCELED` if
-// it was cancelled). 0, or `ESRCH` (no such joinable thread: already joined
+// and stores its value in `*ret` if `ret` is not NULL: what its function
+// returned or passed to `pthread_exit`, or `TURQ_CANCELED` if it was
+// cancelled. 0, or `ESRCH` (no such joinable thread: already joined
 // or detached, or never created), `EDEADLK` (the caller itself), `EFAULT`
 // (it overflowed its stack), `EIO` (it ended by a Rust panic).
 //
@@ -82,6 +83,14 @@ int turq_detach(turq_t thread);
 // reclaimed (see `docs/safety.md`). `turq_join` then gives `TURQ_CANCELED`.
 // 0 or `ESRCH` (not joinable).
 int turq_cancel(turq_t thread);
+
+// Ends the calling green thread with `value` (what `turq_join` gets), as
+// `pthread_exit` ends a pthread: its cleanup handlers and destructors run,
+// its worker goes on. On an ordinary thread it is `pthread_exit`.
+//
+// # Safety
+// As `pthread_exit`: nothing below the caller's frames may be needed again.
+void turq_exit(void *value) __attribute__((noreturn));
 
 // Gives the worker to the other runnable work (an OS thread yields to
 // the OS). Always 0.

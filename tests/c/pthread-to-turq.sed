@@ -15,6 +15,7 @@ s/\bPTHREAD_CREATE_DETACHED\b/TURQ_CREATE_DETACHED/g
 s/\bPTHREAD_CREATE_JOINABLE\b/TURQ_CREATE_JOINABLE/g
 s/\bPTHREAD_CANCELED\b/TURQ_CANCELED/g
 s/\bpthread_cancel\b/turq_cancel/g
+s/\bpthread_exit\b/turq_exit/g
 s/\bsched_yield\b/turq_yield/g
 s/\bpthread_t\b/turq_t/g
 s|#include <pthread.h>|#include "turquoise.h"|

@@ -59,6 +59,12 @@ static void *join_self(void *arg) {
     return (void *)(uintptr_t)turq_join(turq_self(), NULL);
 }
 
+static void *exits(void *arg) {
+    if (arg) turq_exit((void *)42);
+    pthread_exit((void *)43);
+    return NULL;
+}
+
 static void *is_green(void *arg) {
     (void)arg;
     return (void *)(uintptr_t)(turq_self() != 0);
@@ -116,6 +122,15 @@ int main(void) {
         usleep(1000);
         CHECK(turq_cancel(x) == 0, "cancel");
         CHECK(turq_join(x, &v) == 0 && v == TURQ_CANCELED, "cancelled");
+    }
+
+    /* Ended by turq_exit or pthread_exit: the joiner gets the value, the
+     * worker goes on. */
+    for (int i = 0; i < iters(50); i++) {
+        void *v;
+        CHECK(turq_create(&x, exits, (void *)(uintptr_t)(i % 2)) == 0, "exits");
+        CHECK(turq_join(x, &v) == 0, "join an exited thread");
+        CHECK(v == (void *)(uintptr_t)(i % 2 ? 42 : 43), "exit value %p", v);
     }
 
     /* Identity and self-join. */

@@ -458,17 +458,20 @@ pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
 /// code and the switch inside `Inner::resume` costs a mispredicted return
 /// after each switch (see `preempt::pause`).
 #[inline(always)]
-fn drive<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<(), Error> {
-    let Linger::Continuation(c) = l else { return Ok(()) };
+fn drive<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<Option<Ended>, Error> {
+    let Linger::Continuation(c) = l else { return Ok(None) };
     let status = c.inner.resume(timeout);
     match status? {
-        None | Some(Status::Suspended) => Ok(()),
+        None | Some(Status::Suspended) => Ok(None),
         Some(Status::Completed(v)) => {
             *l = Linger::Completion(v);
-            Ok(())
+            Ok(None)
         }
         Some(Status::Panicked(p)) => {
             *l = Linger::Poison;
+            if ending == Ending::Contained {
+                return Ok(Some(Ended::Panicked(p)));
+            }
             std::panic::resume_unwind(p)
         }
         Some(Status::Overflowed) => {
@@ -480,10 +483,12 @@ fn drive<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<(), 
             // cancelled in it): the thread ends here, as it would have
             // without the function between (see `exit.rs`).
             *l = Linger::Poison;
-            if ending == Ending::Here {
-                exit::end_thread_if_due();
+            match ending {
+                Ending::Here => exit::end_thread_if_due(),
+                Ending::ByCaller => {}
+                Ending::Contained => return Ok(thread::ts().exit_pending.take().map(Ended::Exited)),
             }
-            Ok(())
+            Ok(None)
         }
     }
 }
@@ -496,6 +501,52 @@ pub(crate) enum Ending {
     /// In the C API call, once out of its Rust frames (the forced unwind
     /// must not meet `ffi::guarded`'s `catch_unwind`, which would abort).
     ByCaller,
+    /// Nowhere: the function alone ends, and [`resume_contained`] says so
+    /// (a panic likewise comes back as a value).
+    Contained,
+}
+
+/// How a function ended other than by returning, as [`resume_contained`]
+/// reports it. The [`Linger`] is then [`Linger::Poison`].
+pub enum Ended {
+    /// It panicked; the payload (the function's own unwinding is over).
+    Panicked(Box<dyn std::any::Any + Send + 'static>),
+    /// It called `pthread_exit` (or its thread was cancelled inside it) with
+    /// this value (`PTHREAD_CANCELED` for a cancellation).
+    Exited(usize),
+}
+
+impl std::fmt::Debug for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Panicked(_) => f.write_str("Ended::Panicked(..)"),
+            Ended::Exited(v) => write!(f, "Ended::Exited({v:#x})"),
+        }
+    }
+}
+
+/// [`resume`] for runtimes that run many functions on one thread (green
+/// threads): a panic in the function comes back as [`Ended::Panicked`]
+/// instead of propagating through the caller, and a function that calls
+/// `pthread_exit` ends alone ([`Ended::Exited`]) instead of taking the
+/// calling thread with it. `Ok(None)`: it completed or stopped, as with
+/// [`resume`].
+///
+/// The panic is not raised again on the caller's side, so nothing of it
+/// touches the caller's thread-local state (the caller may run with other
+/// thread-local values installed than the function's, as turquoise's green
+/// threads do).
+#[inline]
+pub fn resume_contained<T>(l: &mut Linger<T>, timeout: Duration) -> Result<Option<Ended>, Error> {
+    match l {
+        Linger::Completion(_) => Ok(None),
+        Linger::Poison => Err(Error::Poisoned),
+        Linger::Continuation(_) => {
+            refuse_in_signal_handler()?;
+            runtime::init_thread()?;
+            drive(l, timeout, Ending::Contained)
+        }
+    }
 }
 
 /// Starts the runtime now instead of at the first launch: installs the signal

@@ -199,7 +199,7 @@ impl<T> Slot<T> {
         crate::runtime::init_thread()?;
         match drive(&mut st, timeout, crate::Ending::Here) {
             Err(Error::StackOverflow { stack_size }) => overflow_abort(stack_size),
-            r => r,
+            r => r.map(|_| ()),
         }
     }
 

@@ -19,7 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::thread::{self, Builder, JoinHandle, StackOverflow};
+use crate::thread::{self, Builder, Exited, JoinHandle, StackOverflow};
 
 /// A green thread, as C sees it (0 is none).
 pub type turq_t = u64;
@@ -144,8 +144,9 @@ fn spawn_errno(e: &std::io::Error) -> c_int {
 }
 
 /// Waits for `thread` to end (parks a green thread, blocks an OS thread)
-/// and stores its value in `*ret` if `ret` is not NULL (`TURQ_CANCELED` if
-/// it was cancelled). 0, or `ESRCH` (no such joinable thread: already joined
+/// and stores its value in `*ret` if `ret` is not NULL: what its function
+/// returned or passed to `pthread_exit`, or `TURQ_CANCELED` if it was
+/// cancelled. 0, or `ESRCH` (no such joinable thread: already joined
 /// or detached, or never created), `EDEADLK` (the caller itself), `EFAULT`
 /// (it overflowed its stack), `EIO` (it ended by a Rust panic).
 ///
@@ -162,7 +163,12 @@ pub unsafe extern "C" fn turq_join(thread: turq_t, ret: *mut *mut c_void) -> c_i
             Ok(v) => v as *mut c_void,
             Err(e) if e.is_cancelled() => TURQ_CANCELED as *mut c_void,
             Err(e) if e.is_panic() => {
-                return if e.into_panic().is::<StackOverflow>() { libc::EFAULT } else { libc::EIO };
+                let p = e.into_panic();
+                match p.downcast_ref::<Exited>() {
+                    // Ended by pthread_exit: its value, as pthread_join gives.
+                    Some(x) => x.value as *mut c_void,
+                    None => return if p.is::<StackOverflow>() { libc::EFAULT } else { libc::EIO },
+                }
             }
             Err(_) => return libc::EDEADLK,
         };
@@ -200,6 +206,20 @@ pub extern "C" fn turq_cancel(thread: turq_t) -> c_int {
             libc::ESRCH
         }
     })
+}
+
+/// Ends the calling green thread with `value` (what `turq_join` gets), as
+/// `pthread_exit` ends a pthread: its cleanup handlers and destructors run,
+/// its worker goes on. On an ordinary thread it is `pthread_exit`.
+///
+/// # Safety
+/// As `pthread_exit`: nothing below the caller's frames may be needed again.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn turq_exit(value: *mut c_void) -> ! {
+    // SAFETY: the caller's promise; linger's `pthread_exit` ends only the
+    // green thread (the function's base catches the unwind, turquoise hands
+    // the value to the joiner).
+    unsafe { libc::pthread_exit(value) }
 }
 
 /// Gives the worker to the other runnable work (an OS thread yields to

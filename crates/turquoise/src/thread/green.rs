@@ -28,11 +28,9 @@
 //! look at what it waits for: a poll that ends in a park with `woken` set
 //! wakes its task again (as `future.rs` does for preemptible futures).
 
-use std::any::Any;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -187,11 +185,10 @@ fn run_dtors(g: &GreenShared) {
     }
 }
 
-type Outcome<T> = Result<T, Box<dyn Any + Send>>;
 
 /// What only the home worker touches once the thread has started.
 struct Body<T> {
-    linger: Option<Linger<Outcome<T>>>,
+    linger: Option<Linger<T>>,
     image: Option<Image>,
 }
 
@@ -298,11 +295,21 @@ impl<T: Send + 'static> Green<T> {
         });
         linger::critical(|| stats::register(&shared));
         let g = shared.clone();
+        // Its thread-locals die with it, on its stack, as a pthread's: after
+        // it returns, panics or exits (`pthread_exit`'s forced unwind runs
+        // this drop too). Panics and exits are not caught here: linger
+        // catches them at the function's base and hands them back as values
+        // (`resume_contained`); a `catch_unwind` here would meet the forced
+        // unwind of a `pthread_exit` and abort the process.
+        struct AtEnd(Arc<GreenShared>);
+        impl Drop for AtEnd {
+            fn drop(&mut self) {
+                run_dtors(&self.0);
+            }
+        }
         let body = move || {
-            let r = std::panic::catch_unwind(AssertUnwindSafe(f));
-            // Its thread-locals die with it, on its stack, as a pthread's.
-            run_dtors(&g);
-            r
+            let _at_end = AtEnd(g);
+            f()
         };
         // Its blocking calls park it (`park.rs`).
         let mut b = linger::Builder::new().park_with(super::park::HOOK.clone());
@@ -378,14 +385,32 @@ impl<T: Send + 'static> Future for Green<T> {
         }
         CURRENT.with(|c| c.set(&**g));
         WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
-        let r = linger::resume(l, this.slice);
+        let r = linger::resume_contained(l, this.slice);
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
+        let ended = |body: &mut Body<T>| {
+            body.linger = None;
+            body.image = None;
+            g.status.finished();
+            LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+        };
         match r {
-            Ok(_) => {}
+            Ok(None) => {}
+            // Raised here, on the worker, with the worker's thread-locals
+            // back (its panic count among them), after the thread's own
+            // unwinding ended inside it: the task turns it into the handle's
+            // `JoinError`.
+            Ok(Some(linger::Ended::Panicked(p))) => {
+                ended(body);
+                std::panic::resume_unwind(p);
+            }
+            Ok(Some(linger::Ended::Exited(value))) => {
+                ended(body);
+                std::panic::resume_unwind(Box::new(super::Exited { value }));
+            }
             // Abandoned by linger (which reported it): the handle's panic.
             Err(linger::Error::StackOverflow { stack_size }) => {
                 body.linger = None;
@@ -396,18 +421,12 @@ impl<T: Send + 'static> Future for Green<T> {
             Err(e) => panic!("turquoise: cannot resume a green thread: {e}"),
         }
         match body.linger.take() {
-            Some(Linger::Completion(r)) => {
+            Some(Linger::Completion(v)) => {
                 this.stopped = false;
                 body.image = None;
                 g.status.finished();
                 LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
-                match r {
-                    Ok(v) => Poll::Ready(v),
-                    // Raised here, on the worker, after the thread's own
-                    // unwinding ended inside it: the task turns it into the
-                    // handle's `JoinError`.
-                    Err(p) => std::panic::resume_unwind(p),
-                }
+                Poll::Ready(v)
             }
             Some(Linger::Continuation(c)) => {
                 let yielded = c.yielded();

@@ -241,6 +241,15 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
     Ok(won)
 }
 
+/// The payload of a green thread's `JoinError::Panic` when it ended by
+/// `pthread_exit` (C code in it, or `turq_exit`), with the value given.
+#[derive(Debug, Clone, Copy)]
+pub struct Exited {
+    /// The value passed to `pthread_exit` (`PTHREAD_CANCELED`, all ones, if
+    /// it was cancelled with `pthread_cancel`).
+    pub value: usize,
+}
+
 /// The payload of a green thread's `JoinError::Panic` when it overflowed
 /// its stack (it was abandoned: its destructors did not run).
 #[derive(Debug, Clone, Copy)]
