@@ -71,12 +71,23 @@ pub enum JoinError {
     Panic(Box<dyn Any + Send + 'static>),
     /// A green thread tried to join itself (it would wait forever).
     SelfJoin,
+    /// Cancelled where unwinding is not defined (a poll stopped by its slice
+    /// in the middle of the task's code; a green thread stopped there, or
+    /// parked inside a libc call): reclaimed, its destructors did not run
+    /// and what it owned stays allocated (`docs/safety.md`, "Cancellation").
+    Reclaimed,
 }
 
 impl JoinError {
-    /// Was the task cancelled?
+    /// Was the task cancelled (unwound or reclaimed)?
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, JoinError::Cancelled)
+        matches!(self, JoinError::Cancelled | JoinError::Reclaimed)
+    }
+
+    /// Was it cancelled where unwinding is not defined, so that its
+    /// destructors did not run?
+    pub fn is_reclaimed(&self) -> bool {
+        matches!(self, JoinError::Reclaimed)
     }
 
     /// Did the task panic?
@@ -104,6 +115,7 @@ impl fmt::Debug for JoinError {
             JoinError::Cancelled => f.write_str("JoinError::Cancelled"),
             JoinError::Panic(_) => f.write_str("JoinError::Panic(..)"),
             JoinError::SelfJoin => f.write_str("JoinError::SelfJoin"),
+            JoinError::Reclaimed => f.write_str("JoinError::Reclaimed"),
         }
     }
 }
@@ -114,6 +126,7 @@ impl fmt::Display for JoinError {
             JoinError::Cancelled => f.write_str("task was cancelled"),
             JoinError::Panic(_) => f.write_str("task panicked"),
             JoinError::SelfJoin => f.write_str("a green thread cannot join itself"),
+            JoinError::Reclaimed => f.write_str("task was cancelled where it could not be unwound (reclaimed: its destructors did not run)"),
         }
     }
 }
@@ -152,10 +165,16 @@ where
         if this.shared.aborted.load(Ordering::Acquire) {
             // Dropped here: unwound if it waits, reclaimed if a poll of it
             // is stopped (see `Preemptible`); always on this thread, its
-            // home when it is stopped (the scheduler saw to that).
+            // home when it is stopped (the scheduler saw to that). The
+            // handle learns which.
+            let reclaimed = match this.body.as_mut() {
+                Some(Body::Preemptible(p)) => p.is_stopped(),
+                Some(Body::Green(g)) => g.cancel() == linger::Cancelled::Reclaimed,
+                _ => false,
+            };
             this.body = None;
             this.shared.pinned.store(0, Ordering::Relaxed);
-            return Poll::Ready(Err(JoinError::Cancelled));
+            return Poll::Ready(Err(if reclaimed { JoinError::Reclaimed } else { JoinError::Cancelled }));
         }
         let Some(body) = this.body.as_mut() else { return Poll::Ready(Err(JoinError::Cancelled)) };
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| match body {

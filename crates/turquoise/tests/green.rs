@@ -442,3 +442,46 @@ fn counters_and_the_dump_say_what_threads_did_and_wait_on() {
     assert!(joiner.join().is_err(), "cancelled with its runtime");
     assert!(thread::dump().iter().all(|t| t.name.as_deref() != Some("sleeper")), "gone from the list");
 }
+
+/// An explicit cancel says whether it could unwind: a thread parked in
+/// Rust code (a `block_on`, `turquoise::thread::sleep`) is unwound and its
+/// destructors run; one stopped by its slice in the middle of its code, or
+/// parked inside a libc call (a blocking read), is reclaimed, and the error
+/// says so.
+#[test]
+fn cancel_says_whether_it_unwound() {
+    let rt = runtime(1, Duration::from_micros(200));
+    for round in 0..20 {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let flag = Flag(dropped.clone());
+        let sleeper = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let _flag = flag;
+                thread::sleep(Duration::from_secs(3600));
+            })
+            .unwrap();
+        let spinner = Builder::new()
+            .spawn_on(rt.handle(), || loop {
+                spin(1000);
+            })
+            .unwrap();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let reader = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                use std::io::Read;
+                let _ = (&a).read(&mut [0u8; 1]);
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        sleeper.cancel();
+        spinner.cancel();
+        reader.cancel();
+        let e = sleeper.join().unwrap_err();
+        assert!(e.is_cancelled() && !e.is_reclaimed(), "round {round}: sleeper {e:?}");
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "round {round}: the sleeper's destructors ran");
+        let e = spinner.join().unwrap_err();
+        assert!(e.is_reclaimed(), "round {round}: spinner {e:?}");
+        let e = reader.join().unwrap_err();
+        assert!(e.is_reclaimed(), "round {round}: reader {e:?}");
+    }
+}

@@ -218,11 +218,11 @@ impl<T: Send> Record<T> {
     /// a parked or yielded thread is unwound, a stopped one reclaimed (the
     /// core's rules, `docs/safety.md`), then its thread-local destructors
     /// run with its image installed.
-    fn end(&self) {
+    fn end(&self) -> linger::Cancelled {
         // SAFETY: see the `Sync` impl: called on the home worker (or by the
         // task's owner before start), not during a poll of this thread.
         let body = unsafe { &mut *self.body.get() };
-        let Some(l) = body.linger.take() else { return };
+        let Some(mut l) = body.linger.take() else { return linger::Cancelled::NotNeeded };
         let started = self.home.load(Ordering::Relaxed) != 0;
         let set = tls::swap_set().filter(|_| started);
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
@@ -230,12 +230,13 @@ impl<T: Send> Record<T> {
         }
         // Not `CURRENT`: this runs on the worker's stack, where the thread
         // cannot park (its blocking calls block the worker meanwhile).
-        drop(l);
+        let how = l.cancel();
         run_dtors(&self.shared);
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
         body.image = None;
+        how
     }
 }
 
@@ -246,7 +247,7 @@ trait Kill {
 
 impl<T: Send> Kill for Record<T> {
     fn kill(&self) {
-        self.end();
+        let _ = self.end();
         // Its task, woken, is dropped by the stopping scheduler: the join
         // handle learns that the thread was cancelled.
         self.shared.outer.wake();
@@ -339,6 +340,19 @@ impl<T: Send + 'static> Green<T> {
 
     pub(crate) fn shared(&self) -> &Arc<GreenShared> {
         &self.cell.shared
+    }
+
+    /// Cancels the thread now, on its home (the task's abort): how it went.
+    pub(crate) fn cancel(&mut self) -> linger::Cancelled {
+        if !self.cell.on_home() {
+            // Never the case for an aborted task's poll (routed home).
+            return linger::Cancelled::NotNeeded;
+        }
+        let how = self.cell.end();
+        if self.is_started() {
+            let _ = LIVE.try_with(|l| l.borrow_mut().remove(&self.cell.shared.thread.id().0));
+        }
+        how
     }
 
     pub(crate) fn is_started(&self) -> bool {
@@ -472,7 +486,7 @@ impl<T: Send + 'static> Drop for Green<T> {
         // another thread): the home worker ends it at shutdown, with its
         // image, where its frames' thread-local addresses are valid.
         if self.cell.on_home() {
-            self.cell.end();
+            let _ = self.cell.end();
             if self.is_started() {
                 let _ = LIVE.try_with(|l| l.borrow_mut().remove(&self.cell.shared.thread.id().0));
             }
