@@ -794,8 +794,11 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// The executable's deferred functions, by symbol, and the code of
 /// deferred functions inlined into others (from the DWARF inline records).
-fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
-    let Ok(data) = std::fs::read("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
+/// Also for the shared object linger itself is linked into (liblinger.so,
+/// libturquoise.so), whose Rust code (std, and what libraries built on
+/// linger name with `defer_paths`) is judged by symbol as the executable's.
+fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
+    let Ok(data) = std::fs::read(path) else { return (Vec::new(), Vec::new()) };
     let Ok(file) = object::File::parse(&*data) else { return (Vec::new(), Vec::new()) };
     let mut out = Vec::new();
     let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
@@ -863,7 +866,7 @@ fn build(cfg: &Config, generation: u64) -> Table {
             let ranges = match &*main {
                 Some((v, ranges)) if *v == version => ranges.clone(),
                 _ => {
-                    let ranges = std::sync::Arc::new(executable_symbol_ranges(o.bias, cfg, &rules));
+                    let ranges = std::sync::Arc::new(symbol_ranges("/proc/self/exe", o.bias, cfg, &rules));
                     *main = Some((version, ranges.clone()));
                     ranges
                 }
@@ -874,6 +877,31 @@ fn build(cfg: &Config, generation: u64) -> Table {
             continue;
         }
         let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
+        if ours {
+            // linger in a shared object (the C libraries): its Rust code is
+            // judged by symbol, as the executable's is (without this, a
+            // green thread of libturquoise.so was stopped inside tokio with
+            // a driver lock held, and its worker hung on it).
+            type Ours = (Vec<Range>, Vec<Range>);
+            static OURS: Mutex<Option<(u64, std::sync::Arc<Ours>)>> = Mutex::new(None);
+            let (version, rules) = {
+                let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
+                (r.0, r.1.clone())
+            };
+            let mut cached = OURS.lock().unwrap_or_else(|e| e.into_inner());
+            let ranges = match &*cached {
+                Some((v, ranges)) if *v == version => ranges.clone(),
+                _ => {
+                    let ranges = std::sync::Arc::new(symbol_ranges(&o.name, o.bias, cfg, &rules));
+                    *cached = Some((version, ranges.clone()));
+                    ranges
+                }
+            };
+            drop(cached);
+            deferred.extend(ranges.0.iter().copied());
+            inlined.extend(ranges.1.iter().copied());
+            continue;
+        }
         // A libset's copy of an isolated library: its state is the
         // function's own (see `isolation.rs`).
         let copy = o.exec.iter().any(|e| isolation.preemptible.iter().any(|r| r.0 <= e.0 && e.0 < r.1));
