@@ -290,7 +290,7 @@ impl<T: Send + 'static> Green<T> {
             run_dtors(&g);
             r
         };
-        let mut b = linger::Builder::new();
+        let mut b = linger::Builder::new().stop_in_futex_waits(true);
         if let Some(s) = stack_size {
             b = b.stack_size(s);
         }
