@@ -77,6 +77,10 @@ typedef struct linger_opts_t {
   // the live part mapped for good. Only if nothing outside the function
   // keeps a pointer into its stack (see `Builder::reuse_stack_on_cancel`).
   bool reuse_stack;
+  // A deadline may stop the function in a futex wait inside libc's
+  // synchronisation functions (`pthread_mutex_lock`, `pthread_cond_wait`,
+  // `sem_wait`...; see `Builder::stop_in_futex_waits`).
+  bool stop_in_futex_waits;
 } linger_opts_t;
 
 // How one preemption went (see [`last_preemption`]); in C,
@@ -135,6 +139,10 @@ typedef struct linger_stats_t {
   // Heap blocks those resets freed (what the isolated libraries had
   // allocated for the cancelled calls).
   uint64_t libset_blocks_freed;
+  // Preemptions taken in a futex wait inside libc's synchronisation
+  // functions (`Builder::stop_in_futex_waits`; also counted in
+  // `preemptions`).
+  uint64_t futex_stops;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.

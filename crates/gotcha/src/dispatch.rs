@@ -78,29 +78,31 @@ fn tls_offset() -> isize {
     o
 }
 
-/// This thread's libset (0: the program's own libraries).
-#[inline]
-pub fn current() -> usize {
-    let off = tls_offset();
+/// The word at `off` bytes from the thread pointer (the `fs` base; static
+/// TLS lies below it, the thread descriptor above).
+///
+/// # Safety
+/// `off` is the offset of a word of this thread's static TLS or thread
+/// descriptor.
+#[inline(always)]
+pub unsafe fn fs_word(off: isize) -> usize {
     let v: usize;
-    // SAFETY: reads this thread's own TLS word at its fixed offset from the
-    // thread pointer (fs base).
+    // SAFETY: per the contract.
     unsafe { core::arch::asm!("mov {v}, qword ptr fs:[{o}]", o = in(reg) off, v = out(reg) v, options(nostack, readonly, preserves_flags)) };
-    v / STRIDE
+    v
 }
 
-/// Makes `libset` this thread's current one; returns the previous one.
-/// Calls into isolated libraries go to that libset's copies from now on.
-#[inline]
-pub fn set_current(libset: usize) -> usize {
-    debug_assert!(libset < MAX_LIBSETS);
-    let off = tls_offset();
-    let new = libset * STRIDE;
+/// Stores `new` in the word at `off` bytes from the thread pointer and
+/// returns what it held. Not atomic with respect to signals: for words only
+/// this thread writes, which a handler that changes them puts back before it
+/// returns.
+///
+/// # Safety
+/// As [`fs_word`], and `new` is a value the word may hold.
+#[inline(always)]
+pub unsafe fn swap_fs_word(off: isize, new: usize) -> usize {
     let old: usize;
-    // SAFETY: swaps this thread's own TLS word at its fixed offset from the
-    // thread pointer. Not atomic with respect to signals, but only this
-    // thread writes it and a handler that switches restores it before it
-    // returns.
+    // SAFETY: per the contract.
     unsafe {
         core::arch::asm!(
             "mov {old}, qword ptr fs:[{o}]",
@@ -109,7 +111,26 @@ pub fn set_current(libset: usize) -> usize {
             options(nostack, preserves_flags),
         )
     };
-    old / STRIDE
+    old
+}
+
+/// This thread's libset (0: the program's own libraries).
+#[inline]
+pub fn current() -> usize {
+    // SAFETY: this thread's own TLS word at its fixed offset from the
+    // thread pointer.
+    unsafe { fs_word(tls_offset()) / STRIDE }
+}
+
+/// Makes `libset` this thread's current one; returns the previous one.
+/// Calls into isolated libraries go to that libset's copies from now on.
+#[inline]
+pub fn set_current(libset: usize) -> usize {
+    debug_assert!(libset < MAX_LIBSETS);
+    // SAFETY: this thread's own TLS word, which only it writes (a handler
+    // that switches restores it before it returns); a libset's index times
+    // the stride is what it holds.
+    unsafe { swap_fs_word(tls_offset(), libset * STRIDE) / STRIDE }
 }
 
 struct Region {

@@ -37,6 +37,7 @@ mod relink;
 mod trap;
 
 pub use dispatch::current as current_libset;
+pub use dispatch::{fs_word, swap_fs_word};
 pub use error::Error;
 
 /// Makes `libset` this thread's current one; returns the previous one.

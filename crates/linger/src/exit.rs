@@ -77,32 +77,20 @@ pub(crate) fn find_head() {
     }
     let mut scratch = MaybeUninit::<[usize; 14]>::uninit();
     let p = scratch.as_mut_ptr() as usize;
-    // SAFETY: as in `exchange_chain`'s slow path; `read_head` reads a word
+    // SAFETY: as in `exchange_chain`'s slow path; `fs_word` reads a word
     // of this thread's descriptor at an offset glibc's own code uses.
     let ok = unsafe {
-        let before = read_head(off);
+        let before = gotcha::fs_word(off as isize);
         __pthread_register_cancel(p as *mut c_void);
-        let during = read_head(off);
+        let during = gotcha::fs_word(off as isize);
         let recorded = (*scratch.as_ptr())[PREV];
         __pthread_unregister_cancel(p as *mut c_void);
-        let after = read_head(off);
+        let after = gotcha::fs_word(off as isize);
         during == p && recorded == before && after == before
     };
     if ok {
         HEAD_AT.store(off, Ordering::Relaxed);
     }
-}
-
-/// The word at `fs:off`.
-///
-/// # Safety
-/// `off` is the offset of a word of the thread descriptor.
-#[inline(always)]
-unsafe fn read_head(off: usize) -> usize {
-    let v: usize;
-    // SAFETY: per the contract.
-    unsafe { std::arch::asm!("mov {v}, qword ptr fs:[{off}]", v = out(reg) v, off = in(reg) off, options(nostack, readonly, preserves_flags)) };
-    v
 }
 
 /// Makes `head` (0: none) the head of this thread's chain of cancellation
@@ -115,18 +103,10 @@ unsafe fn read_head(off: usize) -> usize {
 pub(crate) fn exchange_chain(head: usize) -> usize {
     let off = HEAD_AT.load(Ordering::Relaxed);
     if off != 0 {
-        let old: usize;
         // SAFETY: `off` was checked by `find_head` to be where this
-        // thread's head lives (the same field in every thread).
-        unsafe {
-            std::arch::asm!(
-                "mov {old}, qword ptr fs:[{off}]",
-                "mov qword ptr fs:[{off}], {new}",
-                old = out(reg) old, off = in(reg) off, new = in(reg) head,
-                options(nostack, preserves_flags),
-            );
-        }
-        return old;
+        // thread's head lives (the same field in every thread), and `head`
+        // is a chain of this flow's.
+        return unsafe { gotcha::swap_fs_word(off as isize, head) };
     }
     let mut read = MaybeUninit::<[usize; 14]>::uninit();
     let mut write = MaybeUninit::<[usize; 14]>::uninit();

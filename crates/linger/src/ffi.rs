@@ -71,6 +71,10 @@ pub struct linger_opts_t {
     /// the live part mapped for good. Only if nothing outside the function
     /// keeps a pointer into its stack (see `Builder::reuse_stack_on_cancel`).
     pub reuse_stack: bool,
+    /// A deadline may stop the function in a futex wait inside libc's
+    /// synchronisation functions (`pthread_mutex_lock`, `pthread_cond_wait`,
+    /// `sem_wait`...; see `Builder::stop_in_futex_waits`).
+    pub stop_in_futex_waits: bool,
 }
 
 /// `linger_opts_t::no_libset`: fail the launch with `EAGAIN`.
@@ -299,6 +303,7 @@ pub unsafe extern "C-unwind" fn linger_launch_opts(
     let mut b = unsafe { Builder::new().migratable(o.migratable) }
         .hold_signals(o.hold_signals)
         .preempt_blocked(!o.leave_blocked)
+        .stop_in_futex_waits(o.stop_in_futex_waits)
         .when_no_libset(no_libset);
     // SAFETY: the C caller promises with `isolated` that nothing the
     // isolated libraries made inside the function is used outside it

@@ -15,7 +15,11 @@
 //! - `errno`;
 //! - the thread's locale set with `uselocale`;
 //! - glibc's chain of cancellation buffers (`pthread_cleanup_push`), see
-//!   `exit.rs`.
+//!   `exit.rs`;
+//! - for functions that may be stopped in libc's futex waits
+//!   (`Builder::stop_in_futex_waits`), glibc's chain of the cleanup buffers
+//!   its own cancellation points push (`pthread_cond_wait`, `sem_wait`,
+//!   `pthread_join`), see `futex.rs`.
 //!
 //! What cannot be swapped (Rust's panic count, tokio's runtime context) is
 //! described in `docs/safety.md`, "Thread-local state".
@@ -54,12 +58,26 @@ pub(crate) struct Saved {
     /// Head of glibc's chain of cancellation buffers (0: none; a function
     /// registers its own at its base as it starts).
     chain: Cell<usize>,
+    /// Head of glibc's chain of its own cleanup buffers (0: none), swapped
+    /// only for functions that may stop inside libc's waits (the only
+    /// stops that can leave one pushed): `cleanup_too`.
+    cleanup: Cell<usize>,
+    cleanup_too: bool,
 }
 
 impl Saved {
-    /// A function that has not run: no exception caught, errno 0.
-    pub(crate) const fn new() -> Saved {
-        Saved { cxa: [Cell::new(0), Cell::new(0)], errno: Cell::new(0), locale: Cell::new(0), chain: Cell::new(0) }
+    /// A function that has not run: no exception caught, errno 0; it (and
+    /// its caller's side) also carries glibc's chain of its own cleanup
+    /// buffers if `yes`.
+    pub(crate) const fn with_cleanup(yes: bool) -> Saved {
+        Saved {
+            cxa: [Cell::new(0), Cell::new(0)],
+            errno: Cell::new(0),
+            locale: Cell::new(0),
+            chain: Cell::new(0),
+            cleanup: Cell::new(0),
+            cleanup_too: yes,
+        }
     }
 }
 
@@ -145,6 +163,9 @@ fn exchange(t: &ThreadState, out: &Saved, into: &Saved) {
         *e = into.errno.get();
     }
     out.chain.set(crate::exit::exchange_chain(into.chain.get()));
+    if into.cleanup_too {
+        out.cleanup.set(crate::futex::exchange_cleanup(into.cleanup.get()));
+    }
     // SAFETY: a null argument only queries the thread's locale.
     let here = unsafe { libc::uselocale(std::ptr::null_mut()) } as usize;
     out.locale.set(here);

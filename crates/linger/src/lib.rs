@@ -35,6 +35,7 @@ pub mod deferral;
 mod error;
 mod exit;
 mod fork;
+mod futex;
 pub mod ffi;
 #[doc(hidden)]
 pub mod glibc;
@@ -192,6 +193,7 @@ pub struct Builder {
     hold_signals: bool,
     /// `Some(false)`: leave blocked calls alone (see `preempt_blocked`).
     preempt_blocked: Option<bool>,
+    futex_stops: bool,
     isolated: bool,
     no_libset: Exhausted,
     reuse_stack: bool,
@@ -257,6 +259,30 @@ impl Builder {
     /// (`linger-run`): a program that sleeps then costs no CPU time.
     pub fn preempt_blocked(mut self, yes: bool) -> Builder {
         self.preempt_blocked = Some(yes);
+        self
+    }
+
+    /// Whether a deadline that finds the function waiting on a futex inside
+    /// libc's synchronisation functions (`pthread_mutex_lock`,
+    /// `pthread_cond_wait`, `pthread_rwlock_*lock`, `pthread_barrier_wait`,
+    /// `sem_wait`, `pthread_join`, their timed variants and C11's) stops it
+    /// there. No by default: linger never stops a function inside libc, so
+    /// such a wait lasts until the call returns, even when what it waits
+    /// for can only happen once the caller runs something else (a mutex
+    /// held by another function stopped on the same thread: a deadlock).
+    /// With `true` the function is stopped in the wait like anywhere in its
+    /// own code, and waits again when resumed. Meant for green threads
+    /// (turquoise turns it on for its own). Only waits reached directly
+    /// from the function's code through those entry points count: a wait
+    /// inside `malloc`, stdio or a comparator called back by `qsort` stays
+    /// deferred. See `docs/safety.md` ("Futex waits in libc") for the
+    /// argument, what glibc state a stopped wait leaves, and what stays
+    /// unsupported (recursive, error-checking, robust and priority mutexes
+    /// shared with other functions of the same thread; `pthread_cancel` of
+    /// the thread; cancelling a function stopped in a wait leaves the
+    /// object's waiter counts as they were).
+    pub fn stop_in_futex_waits(mut self, yes: bool) -> Builder {
+        self.futex_stops = yes;
         self
     }
 
@@ -376,6 +402,7 @@ impl Builder {
             migratable: self.migratable,
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
+            futex_stops: self.futex_stops,
             lease,
             reuse_stack: self.reuse_stack,
             park: self.park.clone(),

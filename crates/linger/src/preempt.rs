@@ -33,7 +33,9 @@
 //! - stack pointer outside the function's stack or above its entry frame:
 //!   defer (the thread is in runtime code or on a foreign stack);
 //! - program counter in code that must not be interrupted ([`crate::ranges`])
-//!   and not at the system call of an interposed blocking call: defer;
+//!   and not at the system call of an interposed blocking call, nor (for
+//!   functions with `stop_in_futex_waits`) in a futex wait of libc's
+//!   synchronisation functions ([`crate::futex`]): defer;
 //! - a return address into such code anywhere on the function's live stack
 //!   (e.g. user code called back from `qsort` or from `println!`'s formatting
 //!   while the stdout lock is held): defer.
@@ -830,6 +832,16 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     }
     let (lo, hi) = (frame.floor(), frame.stack_hi);
     let from = if table.must_defer(pc) {
+        // Exception: a futex wait inside libc's synchronisation functions,
+        // for functions that asked (`Builder::stop_in_futex_waits`): stopped
+        // there (`futex.rs`).
+        if frame.futex_stops {
+            if let Some(release) = crate::futex::judge(&table, uc, lo, hi, entry) {
+                // Counted here: every Stop verdict is taken.
+                bump(&ts().stats.futex_stops);
+                return Verdict::Stop { release };
+            }
+        }
         // Exception: the system call instruction of an interposed blocking
         // call (read, nanosleep, ...): the libc wrapper below the interposer
         // holds no lock there, so only the frames above the interposer count.

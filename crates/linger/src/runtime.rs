@@ -140,6 +140,7 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     // Before the timer: a thread counts as started once it has one.
     crate::unwind::prepare_thread()?;
     ranges::prepare_thread()?;
+    crate::futex::prepare(); // once per process, with the table readable
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     if cfg.timekeeping == config::Timekeeping::Monitor {
         // Spawning the monitor allocates and takes std's locks: not to be
@@ -238,6 +239,7 @@ pub(crate) struct LaunchOptions {
     pub migratable: bool,
     pub hold_signals: bool,
     pub preempt_blocked: bool,
+    pub futex_stops: bool,
     /// Its own libset, leased for its life (see `gotcha`).
     pub lease: Option<gotcha::Lease>,
     pub reuse_stack: bool,
@@ -389,6 +391,7 @@ impl<T> Inner<T> {
                 held: Cell::new(None),
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
+                futex_stops: opts.futex_stops,
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
                 pause_due: Cell::new(false),
@@ -400,11 +403,11 @@ impl<T> Inner<T> {
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
-                flow: crate::flow::Saved::new(),
+                flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
                 exit_value: Cell::new(None),
                 park: Cell::new(opts.park.map(|h| h.0)),
                 parked: Cell::new(false),
-                caller_flow: crate::flow::Saved::new(),
+                caller_flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
                 libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
                 reuse_stack: opts.reuse_stack,
                 caller_libset: Cell::new(0),

@@ -53,6 +53,10 @@ pub struct Stats {
     /// Heap blocks those resets freed (what the isolated libraries had
     /// allocated for the cancelled calls).
     pub libset_blocks_freed: u64,
+    /// Preemptions taken in a futex wait inside libc's synchronisation
+    /// functions (`Builder::stop_in_futex_waits`; also counted in
+    /// `preemptions`).
+    pub futex_stops: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -79,7 +83,7 @@ macro_rules! cells {
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
     cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
-    return_traps, library_overflows, libset_resets, libset_blocks_freed,
+    return_traps, library_overflows, libset_resets, libset_blocks_freed, futex_stops,
 }
 
 /// How one preemption went (see [`last_preemption`]); in C,

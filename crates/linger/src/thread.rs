@@ -142,6 +142,9 @@ pub(crate) struct Frame {
     /// Its deadline passed while it was blocked and was left for when the
     /// call returns.
     pub overdue: Cell<bool>,
+    /// A deadline may stop it in a futex wait inside libc's synchronisation
+    /// functions (see `Builder::stop_in_futex_waits`, `futex.rs`).
+    pub futex_stops: bool,
     /// The trap address (`return_trap`) it holds, plus one; 0 for none.
     pub trap_slot: Cell<u32>,
     /// A `pause()` found deferred code on its call chain and armed a return

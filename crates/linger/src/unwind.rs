@@ -383,9 +383,98 @@ pub(crate) fn walk(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, e
     // alone while `busy`.
     let u = unsafe { &mut *u };
     u.set_busy(true);
-    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, false, None);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, false, None, &mut ());
     u.set_busy(false);
     chain
+}
+
+/// What a walk reports frame by frame to a caller that needs more than its
+/// verdict ([`deferred_call`]). The walks that need nothing pass `()`, for
+/// which these calls compile to nothing.
+trait Observe {
+    /// A frame, from the interrupted one up: `at` is its code address (the
+    /// interrupted instruction, then each call's), `deferred` whether it
+    /// counts as deferred code.
+    #[inline(always)]
+    fn frame(&mut self, _at: usize, _deferred: bool) {}
+    /// The walk went up to the function's entry (or to the outermost frame
+    /// the tables describe) without losing its way.
+    #[inline(always)]
+    fn complete(&mut self) {}
+}
+
+impl Observe for () {}
+
+/// The shape [`deferred_call`] looks for: one run of deferred frames from
+/// the interrupted one up, then only the function's own.
+struct OneCall<'a> {
+    /// Code the run must not pass through.
+    avoid: &'a [(usize, usize)],
+    /// A frame of the run is in `avoid`.
+    avoided: bool,
+    /// Code address in the outermost frame of the first run.
+    outer: usize,
+    /// A frame of the function's own was seen above the run.
+    closed: bool,
+    /// A deferred frame came after that (code called back from a library
+    /// that called into a library again).
+    broken: bool,
+    complete: bool,
+}
+
+impl Observe for OneCall<'_> {
+    #[inline]
+    fn frame(&mut self, at: usize, deferred: bool) {
+        if !deferred {
+            self.closed = true;
+        } else if self.closed {
+            self.broken = true;
+        } else {
+            self.outer = at;
+            self.avoided |= self.avoid.iter().any(|&(s, e)| s <= at && at < e);
+        }
+    }
+    #[inline]
+    fn complete(&mut self) {
+        self.complete = true;
+    }
+}
+
+/// The interrupted point is inside one library call made by the function's
+/// own code, and nothing else: every frame from the interrupted one up to
+/// the outermost deferred one is deferred, every frame above it up to the
+/// entry is the function's own, and the walk read the whole chain (no
+/// signal frame, no inlined deferred code, no frame the tables do not
+/// describe), and no frame of the call lies in one of the code ranges
+/// `avoid`. Returns a code address inside that outermost deferred frame
+/// (where it made its call, or the interrupted instruction if it is the
+/// only one) and whether a return trap is armed on the chain. For the
+/// futex rule (`futex.rs`), called from the preemption handler like
+/// [`walk`]. Async-signal-safe.
+pub(crate) fn deferred_call(
+    table: &Table,
+    uc: &libc::ucontext_t,
+    lo: usize,
+    hi: usize,
+    entry: usize,
+    avoid: &[(usize, usize)],
+) -> Option<(usize, bool)> {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    if u.is_null() {
+        return None;
+    }
+    // SAFETY: as in `walk`: this thread's unwinder, from its handler.
+    let u = unsafe { &mut *u };
+    let mut shape = OneCall { avoid, avoided: false, outer: 0, closed: false, broken: false, complete: false };
+    u.set_busy(true);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, true, false, None, &mut shape);
+    u.set_busy(false);
+    match chain {
+        Chain::Deferred { trapped, .. } if shape.complete && !shape.broken && !shape.avoided && shape.outer != 0 => {
+            Some((shape.outer, trapped))
+        }
+        _ => None,
+    }
 }
 
 /// [`walk`] for `deferral`, from a signal handler that may interrupt a walk
@@ -409,7 +498,7 @@ pub(crate) fn walk_to_signal_frame(
     // SAFETY: as above: no walk of this thread's is under way.
     let u = unsafe { &mut *u };
     u.set_busy(true);
-    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, true, None);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, first_deferred, true, None, &mut ());
     u.set_busy(false);
     Some(chain)
 }
@@ -462,7 +551,7 @@ pub(crate) fn walk_here(table: &Table, memo: &mut Memo, regs: [u64; 8], lo: usiz
     let full = full_regs(regs);
     let mut reads = Reads::new();
     u.set_busy(true);
-    let chain = walk_regs(table, u, full, lo, hi, entry, false, false, Some(&mut reads));
+    let chain = walk_regs(table, u, full, lo, hi, entry, false, false, Some(&mut reads), &mut ());
     u.set_busy(false);
     memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
@@ -486,7 +575,7 @@ fn same_bits(mut mask: u32, a: &[u64; NREGS], b: &[u64; NREGS]) -> bool {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn walk_regs(
+fn walk_regs<O: Observe>(
     table: &Table,
     u: &mut Unwinder,
     mut regs: [u64; NREGS],
@@ -496,6 +585,7 @@ fn walk_regs(
     mut first_deferred: bool,
     signal_frame_ends: bool,
     mut reads: Option<&mut Reads>,
+    obs: &mut O,
 ) -> Chain {
     let mut first = true;
     let mut any_deferred = false;
@@ -554,6 +644,7 @@ fn walk_regs(
             Step::Unknown { deferred } => return lost(any_deferred || if first { first_deferred } else { deferred }),
         };
         let deferred = if first { first_deferred } else { deferred };
+        obs.frame(at, deferred);
         let Some(cfa) = regs[cfa_reg as usize].checked_add_signed(cfa_off) else { return lost(any_deferred || deferred) };
         if let Some(r) = reads.as_deref_mut() {
             r.depend(cfa_reg as usize, regs[cfa_reg as usize]);
@@ -597,6 +688,7 @@ fn walk_regs(
         regs = next;
         first = false;
     }
+    obs.complete();
     if !any_deferred {
         return Chain::Clear { trapped };
     }

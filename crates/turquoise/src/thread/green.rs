@@ -312,8 +312,10 @@ impl<T: Send + 'static> Green<T> {
             let _at_end = AtEnd(g);
             f()
         };
-        // Its blocking calls park it (`park.rs`).
-        let mut b = linger::Builder::new().park_with(super::park::HOOK.clone());
+        // Its blocking calls park it (`park.rs`); a wait inside libc's
+        // synchronisation functions (a pthread mutex held by another green
+        // thread of its worker) is stopped at its slice like any code.
+        let mut b = linger::Builder::new().park_with(super::park::HOOK.clone()).stop_in_futex_waits(true);
         if let Some(s) = stack_size {
             b = b.stack_size(s);
         }
