@@ -226,7 +226,7 @@ fn run(o: &Opts) -> Result<(), String> {
     // machine's other work (a slow one would shorten every long request).
     r.per_us = (0..5).map(|_| bench_util::calibrate()).fold(0.0, f64::max);
     bench_util::pin(CLIENT_CPU);
-    r.nofile = (nofile_hard(), bench_util::raise_nofile(descriptors_needed(o)));
+    r.nofile = (nofile_hard(), bench_util::raise_nofile(descriptors_needed(o)), descriptors_needed(o));
     let exe_dir = std::env::current_exe().map_err(|e| e.to_string())?.parent().map(Path::to_path_buf).ok_or("no exe dir")?;
     let go = if o.go {
         match harness::build_go(&exe_dir) {

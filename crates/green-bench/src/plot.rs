@@ -5,8 +5,8 @@
 use std::error::Error;
 use std::path::Path;
 
-use plotters::coord::combinators::LogCoord;
-use plotters::coord::ranged1d::Ranged;
+use plotters::coord::ranged1d::{Ranged, SegmentValue, SegmentedCoord};
+use plotters::coord::types::RangedCoordu32;
 use plotters::prelude::*;
 
 use green_bench::servers::Kind;
@@ -23,27 +23,49 @@ fn color(k: Kind) -> RGBColor {
     }
 }
 
-/// The x range of a log axis over `conns` (padded when there is one).
-fn x_range(conns: &[usize]) -> std::ops::Range<f64> {
-    let lo = *conns.first().unwrap_or(&100) as f64;
-    let hi = *conns.last().unwrap_or(&10_000) as f64;
-    (lo / 1.3)..(hi * 1.3)
+/// The x axis: one evenly spaced slot per connection count, labelled.
+type X = SegmentedCoord<RangedCoordu32>;
+
+fn x_axis(conns: &[usize]) -> X {
+    // The range's end is a slot too.
+    (0..conns.len().max(2) as u32 - 1).into_segmented()
 }
 
-/// One line per server of `f`'s median over runs, against connections.
-fn lines(r: &Results, sweep: Sweep, permille: u32, f: &dyn Fn(&Sample) -> f64) -> Vec<(Kind, Vec<(f64, f64)>)> {
+fn x_label(conns: &[usize]) -> impl Fn(&SegmentValue<u32>) -> String + '_ {
+    move |v| match v {
+        SegmentValue::CenterOf(i) => conns.get(*i as usize).map(|c| crate::report::count(*c as f64)).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Labels of a log axis of milliseconds.
+fn ms_label(v: &f64) -> String {
+    if *v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// One line per server of `f`'s median over runs, against the slot of
+/// each connection count.
+fn lines(r: &Results, sweep: Sweep, permille: u32, f: &dyn Fn(&Sample) -> f64) -> Vec<(Kind, Vec<(u32, f64)>)> {
     let (kinds, conns) = r.axes(sweep);
     kinds
         .into_iter()
         .map(|kind| {
-            let pts = conns.iter().filter_map(|&conns| r.stat(&Key { sweep, conns, kind, permille }, f).map(|t| (conns as f64, t.0))).collect();
+            let pts = conns.iter().enumerate().filter_map(|(i, &conns)| r.stat(&Key { sweep, conns, kind, permille }, f).map(|t| (i as u32, t.0))).collect();
             (kind, pts)
         })
         .collect()
 }
 
+fn at(pts: &[(u32, f64)]) -> Vec<(SegmentValue<u32>, f64)> {
+    pts.iter().map(|&(i, y)| (SegmentValue::CenterOf(i), y)).collect()
+}
+
 /// Draws each server's line with its points and legend entry.
-fn draw<DB, Y>(chart: &mut ChartContext<'_, DB, Cartesian2d<LogCoord<f64>, Y>>, data: &[(Kind, Vec<(f64, f64)>)]) -> Result<(), Box<dyn Error>>
+fn draw<DB, Y>(chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>, data: &[(Kind, Vec<(u32, f64)>)]) -> Result<(), Box<dyn Error>>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
@@ -51,8 +73,8 @@ where
 {
     for (k, pts) in data {
         let c = color(*k);
-        chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?.label(k.label()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        chart.draw_series(LineSeries::new(at(pts), c.stroke_width(2)))?.label(k.label()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        chart.draw_series(at(pts).into_iter().map(|p| Circle::new(p, 3, c.filled())))?;
     }
     Ok(())
 }
@@ -68,19 +90,20 @@ pub fn closed(path: &Path, r: &Results, p99: bool) -> Result<(), Box<dyn Error>>
     root.fill(&WHITE)?;
     let mut b = ChartBuilder::on(&root);
     b.margin(12).x_label_area_size(40).y_label_area_size(70);
-    let x = x_range(&conns).log_scale();
+    let xl = x_label(&conns);
     if p99 {
         let mut chart = b
             .caption("p99 latency vs. concurrent connections (closed loop, 1 server core)", ("sans-serif", 17))
-            .build_cartesian_2d(x, ((lo / 1.5).max(0.001)..(hi * 1.5).max(0.01)).log_scale())?;
-        chart.configure_mesh().x_desc("concurrent connections").y_desc("p99 (ms)").draw()?;
+            .build_cartesian_2d(x_axis(&conns), ((lo / 1.5).max(0.001)..(hi * 6.0).max(0.01)).log_scale())?;
+        chart.configure_mesh().x_desc("concurrent connections").y_desc("p99 (ms)").x_label_formatter(&xl).y_label_formatter(&ms_label).draw()?;
         draw(&mut chart, &data)?;
         chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw()?;
     } else {
-        let mut chart = b.caption("Throughput vs. concurrent connections (closed loop, 1 server core)", ("sans-serif", 17)).build_cartesian_2d(x, 0f64..(hi * 1.15).max(1.0))?;
-        chart.configure_mesh().x_desc("concurrent connections").y_desc("requests/s").draw()?;
+        let mut chart = b.caption("Throughput vs. concurrent connections (closed loop, 1 server core)", ("sans-serif", 17)).build_cartesian_2d(x_axis(&conns), 0f64..(hi * 1.5).max(1.0))?;
+        let yl = |v: &f64| crate::report::count(*v);
+        chart.configure_mesh().x_desc("concurrent connections").y_desc("requests/s").x_label_formatter(&xl).y_label_formatter(&yl).draw()?;
         draw(&mut chart, &data)?;
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::LowerLeft).draw()?;
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperRight).draw()?;
     }
     root.present()?;
     Ok(())
@@ -104,22 +127,14 @@ pub fn hol(path: &Path, r: &Results) -> Result<(), Box<dyn Error>> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(x_range(&conns).log_scale(), ((lo / 1.5).max(0.001)..(hi * 1.5).max(0.01)).log_scale())?;
-    chart.configure_mesh().x_desc("concurrent connections (open loop)").y_desc("short p99 (ms)").draw()?;
+        .build_cartesian_2d(x_axis(&conns), ((lo / 1.5).max(0.001)..(hi * 8.0).max(0.01)).log_scale())?;
+    let xl = x_label(&conns);
+    chart.configure_mesh().x_desc("concurrent connections (open loop)").y_desc("short p99 (ms)").x_label_formatter(&xl).y_label_formatter(&ms_label).draw()?;
     draw(&mut chart, &with)?;
     for (k, pts) in without {
         let c = color(k);
-        // Dashes: a segment drawn every other step between the points.
-        for w in pts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            let steps = 12;
-            let at = |t: f64| (a.0 * (b.0 / a.0).powf(t), a.1 * (b.1 / a.1).powf(t));
-            for i in (0..steps).step_by(2) {
-                let (t0, t1) = (i as f64 / steps as f64, (i + 1) as f64 / steps as f64);
-                chart.draw_series(LineSeries::new(vec![at(t0), at(t1)], c.stroke_width(2)))?;
-            }
-        }
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.stroke_width(1))))?;
+        chart.draw_series(DashedLineSeries::new(at(&pts), 6, 4, c.stroke_width(2)))?;
+        chart.draw_series(at(&pts).into_iter().map(|p| Circle::new(p, 3, c.stroke_width(1))))?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw()?;
     root.present()?;
