@@ -63,8 +63,10 @@ pub struct Outcome {
     pub throughput: f64,
     /// Recorded requests slower than the timeout, or never answered.
     pub timeouts: u64,
-    /// Failed connects, resets, closed connections, malformed or non-200
-    /// answers (each counted once, with the requests it lost).
+    /// Failed connects; connections reset, closed, or answering with a
+    /// malformed or non-200 answer (each counted once, with the requests it
+    /// had in flight); and, in the open loop, recorded requests due on a
+    /// connection that had failed.
     pub errors: u64,
     pub connected: usize,
     pub connect_time: Duration,
@@ -152,9 +154,11 @@ impl Engine {
         self.send(i, r);
     }
 
+    /// A request due on a connection that has failed: an error.
     fn lost(&mut self, r: Req) {
         if r.record {
             self.outstanding -= 1;
+            self.errors += 1;
         }
     }
 

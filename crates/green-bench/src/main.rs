@@ -218,6 +218,7 @@ fn descriptors_needed(o: &Opts) -> u64 {
 
 fn run(o: &Opts) -> Result<(), String> {
     let started = Instant::now();
+    let ticks = report::cpu_ticks();
     let mut r = Results::new(o);
     // Calibrate where the servers run, then go to the client's CPU. Set
     // here, the descriptor limit is inherited by every server.
@@ -250,6 +251,7 @@ fn run(o: &Opts) -> Result<(), String> {
     }
     r.load_end = bench_util::loadavg();
     r.seconds = started.elapsed().as_secs_f64();
+    r.others = report::others(ticks, report::cpu_ticks(), r.seconds);
     let md = report::markdown(o, &r);
     println!("{md}");
     if o.write_docs {

@@ -191,6 +191,8 @@ pub struct Results {
     pub commit: String,
     pub load_start: String,
     pub load_end: String,
+    /// Other processes' CPU use during the run (CPUs) and steal time.
+    pub others: (f64, f64),
     pub seconds: f64,
     pub per_us: f64,
     /// RLIMIT_NOFILE: the hard limit found, the soft limit set, and what
@@ -198,6 +200,33 @@ pub struct Results {
     pub nofile: (u64, u64, u64),
     pub web: BTreeMap<Key, Vec<Sample>>,
     pub micro: Option<MicroResults>,
+}
+
+/// CPU time, in clock ticks: (user + nice + system of the whole machine,
+/// this process's user + system with its reaped children's, steal).
+pub fn cpu_ticks() -> (u64, u64, u64) {
+    let all: Vec<u64> = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().next().map(|l| l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect()))
+        .unwrap_or_default();
+    let field = |i: usize| all.get(i).copied().unwrap_or(0);
+    let me: Vec<u64> = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].split_whitespace().filter_map(|x| x.parse().ok()).collect()))
+        .unwrap_or_default();
+    // Fields 14-17 of /proc/PID/stat (utime, stime, cutime, cstime) are
+    // 11-14 after the state.
+    let mine: u64 = (11..15).map(|i| me.get(i).copied().unwrap_or(0)).sum();
+    (field(0) + field(1) + field(2), mine, field(7))
+}
+
+/// CPUs' worth of time other processes used between two [`cpu_ticks`],
+/// and the steal time, over `secs`.
+pub fn others(a: (u64, u64, u64), b: (u64, u64, u64), secs: f64) -> (f64, f64) {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let other = (b.0.saturating_sub(a.0)).saturating_sub(b.1.saturating_sub(a.1)) as f64;
+    (other / hz / secs.max(1e-3), b.2.saturating_sub(a.2) as f64 / hz / secs.max(1e-3))
 }
 
 fn sysctl(path: &str) -> String {
@@ -224,6 +253,7 @@ impl Results {
             commit: if dirty { format!("{commit} (with uncommitted changes)") } else { commit },
             load_start: bench_util::loadavg(),
             load_end: String::new(),
+            others: (0.0, 0.0),
             seconds: 0.0,
             per_us: 0.0,
             nofile: (0, 0, 0),
@@ -319,6 +349,13 @@ pub fn markdown(o: &Opts, r: &Results) -> String {
     let _ = writeln!(s, "| rustc / go | {} / {} |", r.rustc, r.go_version);
     let _ = writeln!(s, "| date / commit | {} / {} |", r.date, r.commit);
     let _ = writeln!(s, "| load average (1/5/15 min) at start / end | {} / {} |", r.load_start, r.load_end);
+    let _ = writeln!(
+        s,
+        "| other processes during the run | {:.2} CPUs on average (the machine's user + system time less this run's processes', of {} CPUs); steal {:.2} CPUs |",
+        r.others.0,
+        bench_util::cpus(),
+        r.others.1
+    );
     let (hard, set, wanted) = r.nofile;
     let _ = writeln!(
         s,
@@ -663,12 +700,15 @@ fn micro(s: &mut String, o: &Opts, m: &MicroResults) {
     s.push('\n');
 }
 
+/// Where the hand-written notes after the section start: kept.
+pub const NOTES: &str = "<!-- green-bench notes: written by hand (profiles of one run); green-bench --write-docs keeps what follows -->";
+
 /// Writes the section and its plots.
 pub fn write_docs(dir: &Path, md: &str, r: &Results) -> Result<(), Box<dyn std::error::Error>> {
     use bench_util::docs::{replace_section, GREEN_MARKER};
     let path = dir.join("benchmarks.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    std::fs::write(&path, replace_section(&old, GREEN_MARKER, md, &[]))?;
+    std::fs::write(&path, replace_section(&old, GREEN_MARKER, md, &[NOTES]))?;
     std::fs::create_dir_all(dir.join("plots"))?;
     if !r.web.is_empty() {
         crate::plot::closed(&dir.join("plots/green-throughput.svg"), r, false)?;
