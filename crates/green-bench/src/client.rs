@@ -74,6 +74,10 @@ pub struct Outcome {
     pub client_cpu: f64,
     /// Share of a CPU the server used during the window.
     pub server_cpu: Option<f64>,
+    /// Share of each CPU that was busy during the window (user, system,
+    /// interrupts and softirqs, whoever ran: the loopback's TCP work is
+    /// softirq time, charged to neither process).
+    pub cores_busy: Vec<f64>,
     /// The server's resident memory and threads at the window's end.
     pub server_rss_kib: Option<u64>,
     pub server_threads: Option<u64>,
@@ -259,6 +263,21 @@ fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
+/// Per CPU: (busy, total) clock ticks since boot, from /proc/stat.
+fn cpu_lines() -> Vec<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| {
+            let v: Vec<u64> = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+            let total: u64 = v.iter().take(8).sum();
+            // idle and iowait are not busy.
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
 /// A process's CPU time (user + system), from /proc.
 pub fn process_cpu(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -404,6 +423,7 @@ pub fn run(addr: SocketAddr, plan: &Plan) -> io::Result<Outcome> {
     let mut due_i: u64 = 0;
     let mut events = Events::with_capacity(4096);
     let (mut cpu0, mut cpu1) = (None, None);
+    let (mut cores0, mut cores1) = (Vec::new(), Vec::new());
     let (mut srv0, mut srv1) = (None, None);
     let (mut rss, mut threads) = (None, None);
     let pid = plan.server_pid.map(|p| p.to_string());
@@ -414,12 +434,14 @@ pub fn run(addr: SocketAddr, plan: &Plan) -> io::Result<Outcome> {
         if cpu0.is_none() && now >= w0 {
             cpu0 = Some(thread_cpu());
             srv0 = plan.server_pid.and_then(process_cpu);
+            cores0 = cpu_lines();
         }
         if sending && (now >= w1 || plan.max_answers.is_some_and(|m| e.answered >= m)) {
             sending = false;
             e.window.1 = now;
             cpu1 = Some(thread_cpu());
             srv1 = plan.server_pid.and_then(process_cpu);
+            cores1 = cpu_lines();
             rss = pid.as_deref().and_then(|p| status_field(p, "VmRSS"));
             threads = pid.as_deref().and_then(|p| status_field(p, "Threads"));
         }
@@ -478,6 +500,7 @@ pub fn run(addr: SocketAddr, plan: &Plan) -> io::Result<Outcome> {
         connect_time,
         client_cpu: share(cpu0, cpu1).unwrap_or(f64::NAN),
         server_cpu: share(srv0, srv1),
+        cores_busy: cores0.iter().zip(&cores1).map(|(a, b)| (b.0 - a.0) as f64 / (b.1 - a.1).max(1) as f64).collect(),
         server_rss_kib: rss,
         server_threads: threads,
     })

@@ -51,8 +51,10 @@ pub struct Sample {
     pub timeouts: u64,
     pub errors: u64,
     pub connected: usize,
-    pub client_cpu: f64,
     pub server_cpu: Option<f64>,
+    /// Busy share of the server's CPU and of the client's.
+    pub server_core: Option<f64>,
+    pub client_core: Option<f64>,
     pub rss_kib: Option<u64>,
     pub threads: Option<u64>,
     /// From the server's standard error: failed accepts, calls that
@@ -75,8 +77,9 @@ impl Sample {
             timeouts: o.timeouts,
             errors: o.errors,
             connected: o.connected,
-            client_cpu: o.client_cpu,
             server_cpu: o.server_cpu,
+            server_core: o.cores_busy.get(crate::harness::SERVER_CPU).copied(),
+            client_core: o.cores_busy.get(crate::harness::CLIENT_CPU).copied(),
             rss_kib: o.server_rss_kib,
             threads: o.server_threads,
             ..Sample::default()
@@ -430,7 +433,7 @@ fn targets(s: &mut String, o: &Opts, r: &Results) {
     let ratios: Vec<(usize, f64)> = hconns.iter().filter_map(|&c| hol_ratio(r, Kind::Green, c).map(|x| (c, x))).collect();
     if !ratios.is_empty() {
         let met = ratios.iter().filter(|(_, x)| *x <= HOL_RATIO).count();
-        let list: Vec<String> = ratios.iter().map(|(c, x)| format!("{x:.1}x at {}", count(*c as f64))).collect();
+        let list: Vec<String> = ratios.iter().map(|(c, x)| format!("{x:.2}x at {}", count(*c as f64))).collect();
         let _ = writeln!(
             s,
             "| green short-request p99 with 1% long requests (20 ms), against its own without | <= {HOL_RATIO:.0}x | {} connections ({} ms slices) | {} |",
@@ -537,8 +540,11 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
          (`client.rs`, one thread over epoll) opens N connections first (not timed), then each sends its next request as soon as the \
          previous one is answered (closed loop, as the seed's wrk), {w} s of warm-up, then {m} s measured; a request answered later than \
          {t} s (or never) is a timeout. {runs} runs per point, servers alternating; cells are the median [min-max] of the runs. Latencies \
-         in ms. \"server CPU\" is the server's CPU time over the window (1.0 = its core saturated), \"client CPU\" the load generator's: a \
-         server whose CPU stays below 1.0 while the client's is at 1.0 is faster than the client can measure. Both processes run the same \
+         in ms. \"server CPU\" is the server process's CPU time over the window, in CPUs, and \"server us/request\" that time per answer \
+         (the median of the runs' ratios: steadier than throughput when other work takes the CPUs; it includes the loopback's TCP work \
+         done in the server's system calls, about 40% of a core at full speed here). \"CPU {srv} / {cli} busy\" is the share of each \
+         core that was busy, other processes included: the server's core near 1.0 means the server was the bottleneck; both near \
+         1.0, the load generator bounded it as much. Both processes run the same \
          executable (which links linger's wrappers of `read`, `write`...: outside a green thread they cost one thread-local load).\n",
         srv = crate::harness::SERVER_CPU,
         cli = crate::harness::CLIENT_CPU,
@@ -553,8 +559,10 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
     let _ = writeln!(s, "![p99 latency against connections](plots/green-p99.svg)\n");
     let _ = writeln!(
         s,
-        "| connections | server | requests/s | p50 | p99 | max | timeouts | errors | server CPU | client CPU | server RSS (MiB) | server threads |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| connections | server | requests/s | p50 | p99 | max | timeouts | errors | server CPU | server us/request | CPU {srv} / {cli} busy | server RSS (MiB) | server threads |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        srv = crate::harness::SERVER_CPU,
+        cli = crate::harness::CLIENT_CPU,
     );
     for &c in &conns {
         for &k in &kinds {
@@ -562,7 +570,7 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
             let st = |f: &dyn Fn(&Sample) -> f64| r.stat(&key, f);
             let _ = writeln!(
                 s,
-                "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 count(c as f64),
                 k.label(),
                 failures(r, &key),
@@ -573,7 +581,11 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
                 cell(st(&|x| x.timeouts as f64), count),
                 cell(st(&|x| x.errors as f64), count),
                 st(&|x| x.server_cpu.unwrap_or(f64::NAN)).map(|t| format!("{:.2}", t.0)).unwrap_or_else(|| "-".into()),
-                st(&|x| x.client_cpu).map(|t| format!("{:.2}", t.0)).unwrap_or_else(|| "-".into()),
+                cell(st(&|x| x.server_cpu.unwrap_or(f64::NAN) / x.throughput * 1e6), |v| format!("{v:.1}")),
+                match (st(&|x| x.server_core.unwrap_or(f64::NAN)), st(&|x| x.client_core.unwrap_or(f64::NAN))) {
+                    (Some(a), Some(b)) => format!("{:.2} / {:.2}", a.0, b.0),
+                    _ => "-".into(),
+                },
                 st(&|x| x.rss_kib.map_or(f64::NAN, |k| k as f64 / 1024.0)).map(|t| format!("{:.0}", t.0)).unwrap_or_else(|| "-".into()),
                 st(&|x| x.threads.map_or(f64::NAN, |k| k as f64)).map(|t| count(t.0)).unwrap_or_else(|| "-".into()),
             );
