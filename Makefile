@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-stalls compat bench bench-turquoise bench-gotcha header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-stalls compat bench bench-turquoise bench-gotcha bench-green header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -122,6 +122,17 @@ bench-gotcha:
 	$(CARGO) build --release -p gotcha-bench
 	$${CARGO_TARGET_DIR:-target}/release/gotcha-bench --write-docs
 	$${CARGO_TARGET_DIR:-target}/release/gotcha-bench --libc --write-docs
+
+# Issue 12's benchmarks of green threads (turquoise::thread): seed 002's
+# web server (a green thread per connection against pthreads, an epoll loop,
+# tokio and Go, 100 to 10,000 connections, with and without 1% long
+# requests) and microbenchmarks against goroutines and pthreads; about 30
+# minutes; replaces section 9 of docs/benchmarks.md (`--quick`: well under a
+# minute, stdout only). Go is built from crates/green-bench/go with `go
+# build`, or skipped when `go` is missing.
+bench-green:
+	$(CARGO) build --release -p green-bench
+	$${CARGO_TARGET_DIR:-target}/release/green-bench --write-docs
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

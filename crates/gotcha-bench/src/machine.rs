@@ -19,12 +19,7 @@ pub struct Machine {
     pub env: Vec<String>,
 }
 
-/// The 1, 5 and 15 minute load averages.
-pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
+pub use bench_util::loadavg;
 
 fn now_utc() -> String {
     // SAFETY: time(NULL) and gmtime_r into a zeroed struct we own; strftime

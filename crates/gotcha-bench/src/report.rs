@@ -596,19 +596,17 @@ pub fn markdown(r: &Run) -> String {
 }
 
 /// Writes the section into `dir/benchmarks.md` and its plots: the main run
-/// replaces what follows [`MARKER`] up to [`LIBC_MARKER`] (or the end), the
-/// `--libc` run what follows [`LIBC_MARKER`]; a missing marker is appended.
+/// replaces what follows [`MARKER`] up to [`LIBC_MARKER`], the `--libc` run
+/// what follows [`LIBC_MARKER`]; either stops at green-bench's section,
+/// which comes after (a missing marker is added before it, or at the end).
 pub fn write_docs(dir: &Path, md: &str, r: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    use bench_util::docs::{replace_section, GREEN_MARKER};
     let path = dir.join("benchmarks.md");
     let old = std::fs::read_to_string(&path)?;
-    let body = md.trim_end_matches('\n').to_owned() + "\n";
-    let (main_at, libc_at) = (old.find(MARKER), old.find(LIBC_MARKER));
-    let text = match (r.libc, main_at, libc_at) {
-        (false, Some(i), Some(j)) if j > i => format!("{}{MARKER}\n\n{body}\n{}", &old[..i], &old[j..]),
-        (false, Some(i), _) => format!("{}{MARKER}\n\n{body}", &old[..i]),
-        (false, None, _) => format!("{}\n\n{MARKER}\n\n{body}", old.trim_end()),
-        (true, _, Some(j)) => format!("{}{LIBC_MARKER}\n\n{body}", &old[..j]),
-        (true, _, None) => format!("{}\n\n{LIBC_MARKER}\n\n{body}", old.trim_end()),
+    let text = if r.libc {
+        replace_section(&old, LIBC_MARKER, md, &[GREEN_MARKER])
+    } else {
+        replace_section(&old, MARKER, md, &[LIBC_MARKER, GREEN_MARKER])
     };
     std::fs::write(&path, text)?;
     std::fs::create_dir_all(dir.join("plots"))?;

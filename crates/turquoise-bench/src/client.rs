@@ -32,20 +32,6 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
 }
 
-/// The 1000-slot table: true for a long request.
-fn table(permille: u32) -> Vec<bool> {
-    let mut t: Vec<bool> = (0..1000).map(|i| i < permille as usize).collect();
-    // Fisher-Yates with a fixed xorshift seed: the same mix every run.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for i in (1..t.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        t.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    t
-}
-
 /// Sends `GET /iters` and reads the (empty-bodied) answer.
 async fn request(s: &mut TcpStream, iters: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     let req = format!("GET /{iters} HTTP/1.1\r\nhost: bench\r\n\r\n");
@@ -93,7 +79,7 @@ struct Shared {
 
 /// Open loop at `rate` requests per second for `duration`.
 pub async fn open_loop(addr: std::net::SocketAddr, rate: f64, duration: Duration, permille: u32, short: u64, long: u64) -> Outcome {
-    let t = table(permille);
+    let t = bench_util::table(permille);
     let shared = Arc::new(Shared { idle: Mutex::new(Vec::new()), short: Mutex::new(hist()), long: Mutex::new(hist()), done: Mutex::new((0, 0)) });
     let start = Instant::now();
     let n = (rate * duration.as_secs_f64()) as u64;
@@ -143,7 +129,7 @@ pub async fn open_loop(addr: std::net::SocketAddr, rate: f64, duration: Duration
 
 /// Closed loop: `conns` connections, back to back, for `duration`.
 pub async fn closed_loop(addr: std::net::SocketAddr, conns: usize, duration: Duration, permille: u32, short: u64, long: u64) -> Outcome {
-    let t = Arc::new(table(permille));
+    let t = Arc::new(bench_util::table(permille));
     let start = Instant::now();
     let end = start + duration;
     let mut tasks = Vec::new();
@@ -185,14 +171,4 @@ pub async fn closed_loop(addr: std::net::SocketAddr, conns: usize, duration: Dur
         }
     }
     Outcome { short: short_h, long: long_h, throughput: answered as f64 / start.elapsed().as_secs_f64(), errors }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_table_has_exactly_permille_long_slots() {
-        for p in [0, 2, 7, 20, 1000] {
-            assert_eq!(super::table(p).iter().filter(|&&l| l).count(), p as usize);
-        }
-    }
 }

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use bench_util::{cpus, machine, pin};
+
 /// Where the turquoise section of `docs/benchmarks.md` starts (linger-bench
 /// keeps what follows it).
 const MARKER: &str = "<!-- turquoise-bench: everything below is written by `cargo run --release -p turquoise-bench -- --write-docs` -->";
@@ -34,25 +36,6 @@ const TIMEKEEPING: &str = "<!-- timekeeping:";
 
 const SERVER_CPU: usize = 1;
 const CLIENT_CPU: usize = 0;
-
-/// Pins the calling thread to `cpu` (best effort: a machine with one CPU
-/// runs both on it).
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
-    // within it for cpu < CPU_SETSIZE; sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// CPUs online (not the affinity mask, which `pin` narrows).
-fn cpus() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    n.max(1) as usize
-}
 
 /// A server configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -155,7 +138,7 @@ fn main() {
         pin(CLIENT_CPU);
         let port: u16 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1337);
         let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5.0);
-        let short = (500.0 * server::calibrate()) as u64;
+        let short = (500.0 * bench_util::calibrate()) as u64;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         let out = rt.block_on(client::closed_loop(SocketAddr::from(([127, 0, 0, 1], port)), 4, Duration::from_secs_f64(secs), 0, short, short));
         println!("{:.0} requests/s, p50 {} us", out.throughput, out.short.value_at_quantile(0.5));
@@ -197,7 +180,7 @@ fn main() {
 fn sweep(o: &Opts) -> Result<(), String> {
     // Calibrate on the server's CPU, then move to the client's.
     pin(SERVER_CPU.min(cpus() - 1));
-    let per_us = server::calibrate();
+    let per_us = bench_util::calibrate();
     pin(CLIENT_CPU);
     let short = (500.0 * per_us) as u64;
     let long = (50_000.0 * per_us) as u64;
@@ -268,15 +251,6 @@ fn sweep(o: &Opts) -> Result<(), String> {
         eprintln!("wrote docs/benchmarks.md (turquoise section) and docs/plots/turquoise-*.svg");
     }
     Ok(())
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cpu}, {} CPUs, Linux {}", cpus(), kernel.trim())
 }
 
 fn ms(us: u64) -> String {

@@ -18,39 +18,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use turquoise::PreemptibleExt;
 
-/// An opaque call, as the original's `black_box()` in C (~1-2 ns).
-#[inline(never)]
-fn opaque(x: u64) -> u64 {
-    std::hint::black_box(x)
-}
-
-/// The request's work: `iters` opaque calls.
-pub fn work(iters: u64) -> u64 {
-    let mut acc = 0;
-    for i in 0..iters {
-        acc = opaque(acc ^ i);
-    }
-    acc
-}
-
-/// Iterations of [`work`] per microsecond on this thread (median of 5).
-pub fn calibrate() -> f64 {
-    let mut rates: Vec<f64> = (0..5)
-        .map(|_| {
-            let n = 2_000_000;
-            let t = std::time::Instant::now();
-            std::hint::black_box(work(n));
-            n as f64 / t.elapsed().as_secs_f64() / 1e6
-        })
-        .collect();
-    rates.sort_by(|a, b| a.total_cmp(b));
-    rates[2]
-}
-
 async fn handle(req: Request<hyper::body::Incoming>) -> Result<Response<Empty<Bytes>>, Infallible> {
     match req.uri().path().trim_start_matches('/').parse::<u64>() {
         Ok(n) => {
-            std::hint::black_box(work(n));
+            std::hint::black_box(bench_util::work(n));
             Ok(Response::new(Empty::new()))
         }
         Err(_) => {
