@@ -3,23 +3,12 @@
 //! runtime's workers, where a scoped one would not reach).
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+use common::Buffer;
+
 use turquoise::thread::Builder;
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[test]
 fn an_event_per_park() {

@@ -3,27 +3,11 @@
 //! one with no subscriber could leave it cached as "never".
 
 mod common;
-use common::spin;
+use common::{spin, Buffer};
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use turquoise::PreemptibleExt;
-
-/// A `Write` into a shared buffer, for the subscriber.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// With a subscriber at DEBUG, each preemption gives one `poll preempted`
 /// event from target `turquoise`; without one, nothing is recorded.

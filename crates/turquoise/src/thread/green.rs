@@ -104,6 +104,11 @@ fn with_worker(f: impl FnOnce(&stats::Counters)) {
     }
 }
 
+/// Takes a thread off this worker's list of live threads (it ended).
+fn forget_live(id: u64) {
+    let _ = LIVE.try_with(|l| l.borrow_mut().remove(&id));
+}
+
 fn home_token() -> usize {
     HOME_TOKEN.with(|t| t as *const u8 as usize)
 }
@@ -352,7 +357,7 @@ impl<T: Send + 'static> Green<T> {
         }
         let how = self.cell.end();
         if self.is_started() {
-            let _ = LIVE.try_with(|l| l.borrow_mut().remove(&self.cell.shared.thread.id().0));
+            forget_live(self.cell.shared.thread.id().0);
         }
         how
     }
@@ -411,7 +416,7 @@ impl<T: Send + 'static> Future for Green<T> {
             body.linger = None;
             body.image = None;
             g.status.finished();
-            LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+            forget_live(g.thread.id().0);
         };
         match r {
             Ok(None) => {}
@@ -431,7 +436,7 @@ impl<T: Send + 'static> Future for Green<T> {
             Err(linger::Error::StackOverflow { stack_size }) => {
                 body.linger = None;
                 body.image = None;
-                LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+                forget_live(g.thread.id().0);
                 std::panic::resume_unwind(Box::new(super::StackOverflow { stack_size }));
             }
             Err(e) => panic!("turquoise: cannot resume a green thread: {e}"),
@@ -439,9 +444,7 @@ impl<T: Send + 'static> Future for Green<T> {
         match body.linger.take() {
             Some(Linger::Completion(v)) => {
                 this.stopped = false;
-                body.image = None;
-                g.status.finished();
-                LIVE.with(|l| l.borrow_mut().remove(&g.thread.id().0));
+                ended(body);
                 Poll::Ready(v)
             }
             Some(Linger::Continuation(c)) => {
@@ -490,7 +493,7 @@ impl<T: Send + 'static> Drop for Green<T> {
         if self.cell.on_home() {
             let _ = self.cell.end();
             if self.is_started() {
-                let _ = LIVE.try_with(|l| l.borrow_mut().remove(&self.cell.shared.thread.id().0));
+                forget_live(self.cell.shared.thread.id().0);
             }
         }
     }

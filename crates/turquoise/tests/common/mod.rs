@@ -261,3 +261,17 @@ async fn echo_server(spawn: Spawn, listener: tokio::net::TcpListener, mut stoppe
         })));
     }
 }
+
+/// A `Write` into a shared buffer, for `tracing` subscribers in tests.
+#[derive(Clone, Default)]
+pub struct Buffer(pub Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
