@@ -42,6 +42,7 @@
 //! own clock when the hook returns.
 
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,6 +128,45 @@ pub fn current() -> Option<Arc<dyn Park>> {
 pub fn monotonic_now() -> Duration {
     let t = crate::interpose::now(libc::CLOCK_MONOTONIC);
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// A close observer: told the first and last number of a range of
+/// descriptors the program just closed or replaced.
+pub type CloseObserver = fn(first: RawFd, last: RawFd);
+
+/// The installed observer (a `CloseObserver` as an address; 0: none).
+static OBSERVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs `observer`, called after every `close`, `dup2`, `dup3` and
+/// `close_range` the program makes through libc (not libc's own closes, as
+/// in `fclose`), on the calling thread, with the numbers that no longer
+/// name the file they named. A runtime whose hook keeps registrations by
+/// descriptor number (the kernel drops an epoll registration silently when
+/// the file goes) uses it to wake the threads parked there.
+///
+/// It runs wherever the program closes a descriptor, in signal handlers and
+/// forked children too: it must be async-signal-safe, and fast (one load and
+/// a branch when none of the numbers has a waiter). The program's errno is
+/// kept around it.
+///
+/// One observer per process: false if another one is installed already
+/// (installing the same one again is true).
+pub fn on_close(observer: CloseObserver) -> bool {
+    let f = observer as usize;
+    match OBSERVER.compare_exchange(0, f, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => true,
+        Err(old) => old == f,
+    }
+}
+
+/// From the close wrappers (`interpose::fds`).
+pub(crate) fn closed(first: RawFd, last: RawFd) {
+    let f = OBSERVER.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: only `on_close` stores here, and only `CloseObserver`s.
+        let observer = unsafe { std::mem::transmute::<usize, CloseObserver>(f) };
+        observer(first, last);
+    }
 }
 
 /// The calling thread's park counters.

@@ -72,30 +72,43 @@ fn parked_calls_under_races() {
         let e = Builder::new().spawn_on(rt.handle(), move || (&p).read(&mut [0u8; 1]).unwrap_err().kind()).unwrap();
         assert_eq!(e.join().unwrap(), ErrorKind::WouldBlock);
 
-        // Closed by another thread while one waits: the waiter stays parked
-        // on the open file (as Linux keeps a blocked read's file), and its
-        // retry, once the file is readable, gets EBADF from the closed number.
-        let (m, n) = std::os::unix::net::UnixStream::pair().unwrap();
-        let fd = m.as_raw_fd();
-        let m = std::mem::ManuallyDrop::new(m);
-        let waiter = Builder::new()
-            .spawn_on(rt.handle(), move || {
-                let mut v = [0u8; 1];
-                // SAFETY: a read into our buffer on a number that may be
-                // closed meanwhile (then EBADF).
-                let r = unsafe { libc::read(fd, v.as_mut_ptr().cast(), 1) };
-                (r, std::io::Error::last_os_error().raw_os_error())
-            })
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(300));
-        // SAFETY: closes the number the waiter reads (the race under test).
-        unsafe { libc::close(fd) };
-        let _ = m; // the number is closed above: never dropped (closed twice)
-        // Broken pipe when the waiter had not started yet (a stalled VM): the
-        // close then dropped the last reference, and the waiter gets EBADF.
-        let _ = (&n).write_all(&[5]);
-        let (r, e) = waiter.join().unwrap();
-        assert!(r == 1 || (r == -1 && e == Some(libc::EBADF)), "round {round}: read gave {r}, errno {e:?}");
+        // Closed by another thread while one waits (close, or dup2 over
+        // the number): the waiter is woken and its retry fails with EBADF,
+        // with nothing written to the peer (the kernel dropped the waiter's
+        // epoll registration with the file; linger's close wrappers tell
+        // turquoise). A waiter that had not started yet gets EBADF at once.
+        for how in ["close", "dup2"] {
+            let (m, n) = std::os::unix::net::UnixStream::pair().unwrap();
+            let fd = m.as_raw_fd();
+            let m = std::mem::ManuallyDrop::new(m);
+            let waiter = Builder::new()
+                .spawn_on(rt.handle(), move || {
+                    let mut v = [0u8; 1];
+                    // SAFETY: a read into our buffer on a number that may be
+                    // closed meanwhile (then EBADF).
+                    let r = unsafe { libc::read(fd, v.as_mut_ptr().cast(), 1) };
+                    (r, std::io::Error::last_os_error().raw_os_error())
+                })
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(300));
+            if how == "close" {
+                // SAFETY: closes the number the waiter reads (the race under test).
+                unsafe { libc::close(fd) };
+            } else {
+                // dup2 of a fresh, never-readable pipe end over the number,
+                // then that number closed too: the waiter's retry reads the
+                // new file (empty, would block) or EBADF.
+                let (o, _keep) = std::os::unix::net::UnixStream::pair().unwrap();
+                // SAFETY: replaces the number the waiter reads (the race under test).
+                assert_eq!(unsafe { libc::dup2(o.as_raw_fd(), fd) }, fd);
+                // SAFETY: as above.
+                unsafe { libc::close(fd) };
+            }
+            let _ = m; // the number is closed above: never dropped (closed twice)
+            let (r, e) = waiter.join().unwrap();
+            assert!(r == -1 && e == Some(libc::EBADF), "round {round}, {how}: read gave {r}, errno {e:?}");
+            drop(n);
+        }
 
         // poll with a timeout and no data: returns 0 after the timeout.
         let (s1, _s2) = std::os::unix::net::UnixStream::pair().unwrap();

@@ -30,6 +30,8 @@
 //!   a mask they restore never blocks the preemption signal;
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
 //!   really on;
+//! - [`fds`]: `close`, `dup2`, `dup3`, `close_range`: tell the park seam's
+//!   close observer which numbers were closed or replaced;
 //! - [`exit`]: `pthread_exit` inside a function tells the function's base
 //!   its value (`crate::exit`).
 //!
@@ -43,6 +45,7 @@ pub(crate) mod child_env;
 pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod exit;
+pub(crate) mod fds;
 pub(crate) mod io;
 pub(crate) mod loader;
 pub(crate) mod parking;
@@ -95,6 +98,7 @@ pub(crate) fn prepare() {
     child::prepare();
     child_env::prepare();
     io::prepare();
+    fds::prepare();
     wait::prepare();
     signals::prepare();
     exec::prepare();

@@ -27,6 +27,7 @@ mod atexit;
 mod dump_signal;
 mod green;
 mod park;
+mod poller;
 mod stats;
 mod tls;
 

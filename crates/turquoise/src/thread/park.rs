@@ -9,24 +9,11 @@
 //! turns its own drivers, `scheduler.rs`): a readiness event wakes the
 //! thread on its own worker, with no other thread in the way.
 //!
-//! **Registrations.** Each wait registers its own duplicate of the
-//! descriptor (`F_DUPFD_CLOEXEC`) with the worker's reactor and drops it
-//! after. Owning the duplicate keeps the registration sound whatever the
-//! program does with its descriptor meanwhile: closed by another thread, the
-//! open file stays alive until the wait ends, as Linux keeps it for a pthread
-//! blocked in `read` on it, and the wrapper's next attempt then fails with
-//! `EBADF`; reused for another file, the number is not ours, so readiness of
-//! the new file never wakes this waiter. Two waiters of one descriptor hold
-//! two registrations of the same file, both woken. (Four system calls per
-//! park: kept registrations need `close` and `dup2` wrappers, a later step.)
-//!
-//! **No lost readiness.** tokio's readiness is edge-triggered: set by an
-//! event, cleared by us. At entry the wrapper's attempt has just failed, so
-//! any readiness recorded is stale: we clear it, then ask the kernel with a
-//! zero-timeout `poll` whether the descriptor is ready after all (an event
-//! between the attempt and the clear would otherwise be lost), and only
-//! then wait. An event after the `poll` sets readiness again, seen by the
-//! wait.
+//! **Registrations** are kept in each worker's own epoll set, one-shot,
+//! and re-armed with one system call per park (`poller.rs`, which also says
+//! how closed and reused numbers are handled). Arming checks readiness, so
+//! readiness that came between the wrapper's failed attempt and the park is
+//! not lost.
 //!
 //! **Time.** tokio's timers have a millisecond's granularity; deadlines
 //! nearer than 2 ms wait on a `timerfd` of their own instead, so that a
@@ -35,8 +22,9 @@
 use std::future::{poll_fn, Future};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use linger::park::{Interest, Park};
@@ -44,6 +32,7 @@ use tokio::io::unix::AsyncFd;
 
 use super::block_on_as;
 use super::green;
+use super::poller::{self, WaitCell};
 use super::stats::Cause;
 
 /// The hook every green thread is launched with.
@@ -53,53 +42,9 @@ struct GreenPark;
 
 type Registration = AsyncFd<OwnedFd>;
 
-/// Registers `fd` (a duplicate of it, which the registration owns) with the
-/// worker's reactor; None if it cannot (out of descriptors, or a file the
-/// reactor refuses: a regular file).
-fn register(fd: RawFd) -> Option<Registration> {
-    // SAFETY: F_DUPFD_CLOEXEC on any number is harmless; a new descriptor
-    // (>= 0) is ours alone.
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return None;
-    }
-    // SAFETY: `dup` was just made and nothing else knows it.
-    let owned = unsafe { OwnedFd::from_raw_fd(dup) };
-    own(owned, tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE)
-}
-
-/// Registers a descriptor we own (closed with the registration).
-fn own(fd: OwnedFd, interest: tokio::io::Interest) -> Option<Registration> {
-    // In `critical`: tokio's registration takes the driver's locks.
-    // SAFETY: `fd` is owned by the registration: open, and the same file,
-    // until the registration is dropped (which deregisters, then closes it).
-    linger::critical(|| unsafe { AsyncFd::register_with_interest(fd, interest) }).ok()
-}
-
 /// Deregisters and closes.
 fn release(reg: Registration) {
     linger::critical(|| drop(reg));
-}
-
-/// Clears readiness recorded before the caller's failed attempt.
-fn clear_stale(reg: &Registration, interest: Interest) {
-    let waker = std::task::Waker::noop();
-    let mut cx = Context::from_waker(waker);
-    let _ = match interest {
-        Interest::Read => reg.poll_read_ready(&mut cx).map(|g| g.map(|mut g| g.clear_ready())),
-        Interest::Write => reg.poll_write_ready(&mut cx).map(|g| g.map(|mut g| g.clear_ready())),
-    };
-}
-
-/// Is any of `fds` ready now (a zero-timeout `poll`)?
-fn ready_now(fds: &[(RawFd, Interest)]) -> bool {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&(fd, i)| libc::pollfd { fd, events: if i == Interest::Read { libc::POLLIN | libc::POLLPRI } else { libc::POLLOUT }, revents: 0 })
-        .collect();
-    // SAFETY: a valid array of `p.len()` pollfds. linger's `poll` wrapper,
-    // called from inside the hook, does not park again.
-    unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, 0) > 0 }
 }
 
 /// Completes at the CLOCK_MONOTONIC `deadline` (never, for `None`).
@@ -143,29 +88,39 @@ fn timer_at(deadline: Duration) -> Option<Registration> {
     if unsafe { libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) } != 0 {
         return None;
     }
-    own(owned, tokio::io::Interest::READABLE)
+    // In `critical`: tokio's registration takes the driver's locks.
+    // SAFETY: `fd` is owned by the registration: open, and the same file,
+    // until the registration is dropped (which deregisters, then closes it).
+    linger::critical(|| unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) }).ok()
 }
 
 /// Waits for any of `fds` or the deadline; false if it cannot.
 fn wait(fds: &[(RawFd, Interest)], until: Option<Duration>) -> bool {
-    // A runtime built without I/O has no reactor: the call blocks.
-    if green::current().is_none() || !crate::runtime::Handle::try_current().is_some_and(|h| h.has_io()) {
+    // Outside green threads, and in a runtime built without I/O (no
+    // reactor: `poller::add` declines), the call blocks.
+    if green::current().is_none() {
         return false;
     }
-    let mut regs = Vec::with_capacity(fds.len());
-    for &(fd, interest) in fds {
-        match register(fd) {
-            Some(r) => {
-                clear_stale(&r, interest);
-                regs.push((r, interest));
-            }
-            None => {
-                regs.into_iter().for_each(|(r, _)| release(r));
-                return false;
-            }
+    /// Takes the entries off the worker's table, and drops the cell, in a
+    /// `critical` scope (the drain task shares both).
+    struct Entries<'a>(&'a [(RawFd, Interest)], Option<Rc<WaitCell>>);
+    impl Drop for Entries<'_> {
+        fn drop(&mut self) {
+            linger::critical(|| {
+                if let Some(cell) = self.1.take() {
+                    poller::remove(self.0, &cell);
+                }
+            });
         }
     }
-    if !ready_now(fds) {
+    let cell = linger::critical(|| {
+        let cell = Rc::new(WaitCell::default());
+        poller::add(fds, &cell).then_some(cell)
+    });
+    let Some(cell) = cell else { return false };
+    let entries = Entries(fds, Some(cell));
+    let cell = entries.1.as_deref().expect("cell");
+    if !linger::critical(|| cell.is_ready()) {
         let mut timeout = deadline(until);
         let detail = fds.first().map_or(u64::MAX, |f| f.0 as u64);
         let cause = if fds.is_empty() { Cause::Timer } else { Cause::Io };
@@ -173,20 +128,14 @@ fn wait(fds: &[(RawFd, Interest)], until: Option<Duration>) -> bool {
             cause,
             detail,
             poll_fn(|cx| {
-                for (r, i) in &regs {
-                    let ready = match i {
-                        Interest::Read => r.poll_read_ready(cx).is_ready(),
-                        Interest::Write => r.poll_write_ready(cx).is_ready(),
-                    };
-                    if ready {
-                        return Poll::Ready(());
-                    }
+                if linger::critical(|| cell.poll(cx)) {
+                    return Poll::Ready(());
                 }
                 timeout.as_mut().poll(cx)
             }),
         );
     }
-    regs.into_iter().for_each(|(r, _)| release(r));
+    drop(entries);
     true
 }
 
