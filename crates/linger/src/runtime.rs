@@ -407,6 +407,8 @@ impl<T> Inner<T> {
                 exit_value: Cell::new(None),
                 park: Cell::new(opts.park.map(|h| h.0)),
                 parked: Cell::new(false),
+                judged_above: Cell::new(0),
+                judged_gen: Cell::new(0),
                 caller_flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
                 libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
                 reuse_stack: opts.reuse_stack,

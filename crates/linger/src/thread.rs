@@ -167,6 +167,14 @@ pub(crate) struct Frame {
     /// has the wrapper's `extern "C"` frames above it, which a cancel must
     /// not unwind (see `runtime::unwinds_here`).
     pub parked: Cell<bool>,
+    /// While a park hook runs: the wrapper found the call chain clear above
+    /// this stack address just before it called the hook (which runs
+    /// deeper), so a `pause()` in the hook walks only its own frames up to
+    /// it (see `preempt::judge_here`); 0 otherwise.
+    pub judged_above: Cell<usize>,
+    /// The table generation read before that walk: the shortcut holds only
+    /// while the table is still that one.
+    pub judged_gen: Cell<u64>,
     pub caller_flow: crate::flow::Saved,
     /// The libset the function's library calls go to (0: the program's
     /// own libraries, where deadlines are deferred), and the caller's,

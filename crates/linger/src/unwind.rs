@@ -74,6 +74,10 @@ struct Entry {
     /// The table's generation; 0: empty.
     generation: u64,
     pc: usize,
+    /// `at` lies in deferred code inlined into its frame's function
+    /// (`Table::in_inlined`: a binary search of a large table, the walk's
+    /// costliest lookup when not cached).
+    inlined: bool,
     step: Step,
 }
 
@@ -183,7 +187,7 @@ impl Unwinder {
             std::ptr::addr_of_mut!((*p).busy).write(false);
             let cache = std::ptr::addr_of_mut!((*p).cache) as *mut Entry;
             for i in 0..CACHE {
-                cache.add(i).write(Entry { generation: 0, pc: 0, step: Step::Unknown { deferred: true } });
+                cache.add(i).write(Entry { generation: 0, pc: 0, inlined: true, step: Step::Unknown { deferred: true } });
             }
             Some(Box::from_raw(p))
         }
@@ -200,17 +204,19 @@ impl Unwinder {
         compiler_fence(Ordering::SeqCst);
     }
 
-    /// The step for the return address (or interrupted PC) `at`.
-    fn step(&mut self, table: &Table, at: usize) -> Step {
+    /// The step for the return address (or interrupted PC) `at`, and
+    /// whether `at` is in deferred code inlined into its function.
+    fn step(&mut self, table: &Table, at: usize) -> (bool, Step) {
         let generation = table.generation();
         let slot = (at ^ (at >> 7) ^ (at >> 14)) % CACHE;
         let e = &self.cache[slot];
         if e.generation == generation && e.pc == at {
-            return e.step;
+            return (e.inlined, e.step);
         }
+        let inlined = table.in_inlined(at);
         let step = decode(table, &mut self.ctx, at);
-        self.cache[slot] = Entry { generation, pc: at, step };
-        step
+        self.cache[slot] = Entry { generation, pc: at, inlined, step };
+        (inlined, step)
     }
 }
 
@@ -540,8 +546,9 @@ pub(crate) fn memo_clear(m: &Memo, regs: [u64; 8], lo: usize, hi: usize, entry: 
 
 /// [`walk`] from ordinary code: `regs` are rip, rsp, rbp, rbx, r12-r15 of
 /// a point in the running function (`preempt::judge_here`), which must be
-/// inside a no-preemption scope. A clear chain is memoised (see [`Memo`]).
-pub(crate) fn walk_here(table: &Table, memo: &mut Memo, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> Chain {
+/// inside a no-preemption scope. The frames below `entry` are walked. A
+/// clear chain is memoised in `memo` if given (see [`Memo`]).
+pub(crate) fn walk_here(table: &Table, memo: Option<&mut Memo>, regs: [u64; 8], lo: usize, hi: usize, entry: usize) -> Chain {
     let u = ts().unwind_ctx.get() as *mut Unwinder;
     if u.is_null() {
         return Chain::Unknown;
@@ -553,6 +560,7 @@ pub(crate) fn walk_here(table: &Table, memo: &mut Memo, regs: [u64; 8], lo: usiz
     u.set_busy(true);
     let chain = walk_regs(table, u, full, lo, hi, entry, false, false, Some(&mut reads), &mut ());
     u.set_busy(false);
+    let Some(memo) = memo else { return chain };
     memo.generation = 0;
     if chain == (Chain::Clear { trapped: false }) && reads.n <= MEMO_READS {
         let generation = table.generation();
@@ -627,7 +635,8 @@ fn walk_regs<O: Observe>(
         }
         // A return address points after its call: look up the call itself.
         let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
-        if table.in_inlined(at) {
+        let (inlined, step) = u.step(table, at);
+        if inlined {
             // Inside a deferred function that was inlined into this frame's
             // (`inlined.rs`): no frame of its own to trap at its return, and
             // a trap at this frame's return may come much later or never.
@@ -637,7 +646,6 @@ fn walk_regs<O: Observe>(
         if let Some(r) = reads.as_deref_mut() {
             r.depend(RA, regs[RA]);
         }
-        let step = u.step(table, at);
         let (deferred, cfa_reg, cfa_off, rules) = match step {
             Step::Rules { deferred, cfa_reg, cfa_off, rules } => (deferred, cfa_reg, cfa_off, rules),
             Step::Outermost => break,

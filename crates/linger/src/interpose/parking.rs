@@ -79,13 +79,20 @@ pub(crate) fn park(wait: impl FnOnce() -> bool) -> bool {
     // with it (the header of its stack), so the reference stays valid across
     // the switch the hook makes, even if it resumes on another thread.
     let Some(f) = (unsafe { frame.as_ref() }) else { return false };
+    // Before the walk: the table it reads is this generation or newer.
+    f.judged_gen.set(crate::ranges::generation());
     if f.parked.get() || !may_park() {
         bump(&ts().parks_blocked);
         return false;
     }
     let e = errno();
     f.parked.set(true);
+    // `may_park` just walked the chain from here up and found it clear;
+    // the hook's `pause()` need only walk its own frames, below this one.
+    let mark = 0u8;
+    f.judged_above.set(std::hint::black_box(&mark) as *const u8 as usize);
     let ok = wait();
+    f.judged_above.set(0);
     f.parked.set(false);
     set_errno(e);
     // The thread's state read again: it may be another thread now.
