@@ -453,22 +453,38 @@ fn judge_here(f: &Frame) -> Verdict {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
     let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
+    // The walks run on the stack of the thread that resumed the function
+    // (they take several KiB, which would stay resident in every parked
+    // green thread); the register capture above and the memo check stay
+    // here.
+    let y = f.yielder.get();
+    let on_resumer = |walk: &mut dyn FnMut() -> Verdict| {
+        if y.is_null() {
+            walk()
+        } else {
+            // SAFETY: `yielder` is the running function's own, and this code
+            // runs on its stack.
+            unsafe { crate::switch::on_resumer_stack(y, walk) }
+        }
+    };
     // Inside a park hook: the wrapper that called it found the chain clear
     // above `judged_above` (`can_pause_here`), and those frames have not
     // changed since (the hook runs below them), nor has the table: only the
-    // hook's own frames are walked. Without the memo, which keeps the wrapper's walk (the
-    // same chain at every park of a loop).
+    // hook's own frames are walked. Without the memo, which keeps the
+    // wrapper's walk (the same chain at every park of a loop).
     let above = f.judged_above.get();
     if above != 0 && sp < above && above <= entry && f.judged_gen.get() == ranges::generation() {
-        let Some(table) = ranges::read() else { return NOT_NOW };
-        if table.generation() != f.judged_gen.get() {
-            return NOT_NOW; // rebuilt just now: the next pause walks it all
-        }
-        return match Verdict::of(walk_here(&table, None, regs, lo, f.stack_hi, above)) {
-            Some(v) => v,
-            None if scan_clear(&table, sp, above) => Verdict::Stop { release: false },
-            None => NOT_NOW,
-        };
+        return on_resumer(&mut || {
+            let Some(table) = ranges::read() else { return NOT_NOW };
+            if table.generation() != f.judged_gen.get() {
+                return NOT_NOW; // rebuilt just now: the next pause walks it all
+            }
+            match Verdict::of(walk_here(&table, None, regs, lo, f.stack_hi, above)) {
+                Some(v) => v,
+                None if scan_clear(&table, sp, above) => Verdict::Stop { release: false },
+                None => NOT_NOW,
+            }
+        });
     }
     // A `pause()` in a loop: the same chain as last time (no table read).
     // (Only this function's own thread, here in a no-preemption scope,
@@ -477,12 +493,14 @@ fn judge_here(f: &Frame) -> Verdict {
     if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
         return Verdict::Stop { release: false };
     }
-    let Some(table) = ranges::read() else { return NOT_NOW };
-    match Verdict::of(walk_here(&table, Some(&mut memo), regs, lo, f.stack_hi, entry)) {
-        Some(v) => v,
-        None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
-        None => NOT_NOW,
-    }
+    on_resumer(&mut || {
+        let Some(table) = ranges::read() else { return NOT_NOW };
+        match Verdict::of(walk_here(&table, Some(&mut memo), regs, lo, f.stack_hi, entry)) {
+            Some(v) => v,
+            None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
+            None => NOT_NOW,
+        }
+    })
 }
 
 /// The function is unwinding a panic: it must not stop before the unwind is

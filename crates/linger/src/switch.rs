@@ -88,6 +88,36 @@ pub(crate) fn stack_pointer() -> usize {
     sp
 }
 
+/// Runs `f` on the stack of the thread that last resumed the running
+/// coroutine, below the point where that thread waits for it to switch
+/// back. For stack-hungry work done on behalf of the coroutine (walking its
+/// call chain takes several KiB): on the coroutine's own stack it would
+/// touch pages that then stay resident for as long as the coroutine lives,
+/// which for a parked green thread is most of the memory it costs.
+///
+/// # Safety
+/// `y` must be the yielder of the coroutine currently running on this stack.
+#[inline]
+pub(crate) unsafe fn on_resumer_stack<R>(y: *const (), f: impl FnOnce() -> R) -> R {
+    /// corosensei asks for `Send` so that the yielder cannot be smuggled to
+    /// the parent stack; `f` runs on this same thread and does not use it.
+    struct OnThisThread<F>(F);
+    // SAFETY: see the type: nothing moves to another thread.
+    unsafe impl<F> Send for OnThisThread<F> {}
+    impl<F> OnThisThread<F> {
+        fn call<R>(self) -> R
+        where
+            F: FnOnce() -> R,
+        {
+            (self.0)()
+        }
+    }
+    let f = OnThisThread(f);
+    // SAFETY: per the contract, `y` is the live yielder of this coroutine.
+    let y = unsafe { &*(y as *const Yield) };
+    y.on_parent_stack(move || f.call())
+}
+
 /// Suspends the running coroutine through its yielder. Returns when it is
 /// resumed, with the state of the thread that resumed it.
 ///
