@@ -795,8 +795,8 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
 /// The executable's deferred functions, by symbol, and the code of
 /// deferred functions inlined into others (from the DWARF inline records).
 fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
-    let Ok(data) = std::fs::read("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
-    let Ok(file) = object::File::parse(&*data) else { return (Vec::new(), Vec::new()) };
+    let Some(data) = MappedFile::open("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
+    let Ok(file) = object::File::parse(data.bytes()) else { return (Vec::new(), Vec::new()) };
     let mut out = Vec::new();
     let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
         for s in syms {
@@ -828,6 +828,48 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict
         crate::inlined::deferred_ranges(&file, bias, &mut |name| symbol_must_defer_with(name, cfg, rules))
     };
     (out, inlined)
+}
+
+/// A file mapped read-only, for [`executable_symbol_ranges`]: not read
+/// into a buffer. Under valgrind's memcheck a `read` into a large buffer
+/// never completes while the program has a fast interval timer of its own:
+/// each attempt costs memcheck time in proportion to the buffer, a signal
+/// that came meanwhile is delivered first, and the call starts over. With a
+/// SIGALRM every 100 us, 128 KB reads went through and 192 KB ones never
+/// did (`--tool=none` read 10 MB at once); linger's own shared object
+/// (9.8 MB) read so in test_signal_handler_calls was tried 1,855 times in
+/// 10 s. `mmap` has no buffer to check.
+struct MappedFile {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl MappedFile {
+    fn open(path: &str) -> Option<MappedFile> {
+        let file = std::fs::File::open(path).ok()?;
+        let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&l| l > 0)?;
+        // SAFETY: a fresh private read-only mapping of an open descriptor;
+        // nothing else is placed at the address the kernel picks. (A file
+        // truncated while mapped would fault on access, as the loaded code
+        // of the same object would: the executable and the object linger is
+        // linked into are both in use by this process.)
+        let addr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0)
+        };
+        (addr != libc::MAP_FAILED).then_some(MappedFile { addr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` readable bytes are mapped at `addr` until `drop`.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer borrowed (`bytes` borrows self).
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
 }
 
 fn build(cfg: &Config, generation: u64) -> Table {
@@ -1012,6 +1054,23 @@ mod tests {
         for n in preemptible {
             assert!(!defers(n), "{n} should be preemptible");
         }
+    }
+
+    /// The executable's file, mapped rather than read (see [`MappedFile`]),
+    /// gives std's deferred functions at their loaded addresses, and not the
+    /// program's own.
+    #[test]
+    fn symbol_ranges_of_the_mapped_executable() {
+        let exe = MappedFile::open("/proc/self/exe").expect("mapped");
+        assert_eq!(exe.bytes(), &std::fs::read("/proc/self/exe").unwrap()[..]);
+        assert!(MappedFile::open("/nonexistent/file").is_none());
+        let main = loaded_objects(&gotcha::code()).into_iter().find(|o| o.is_main).unwrap();
+        let (deferred, _) = executable_symbol_ranges(main.bias, &Config::default(), &[]);
+        let deferred = merge(deferred);
+        let std_env = std::env::current_dir as fn() -> std::io::Result<std::path::PathBuf> as usize;
+        let own = symbol_ranges_of_the_mapped_executable as fn() as usize;
+        assert!(contains(&deferred, std_env), "std::env::current_dir not deferred");
+        assert!(!contains(&deferred, own), "the test's own function deferred");
     }
 
     #[test]
