@@ -794,8 +794,11 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// The executable's deferred functions, by symbol, and the code of
 /// deferred functions inlined into others (from the DWARF inline records).
-fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
-    let Some(data) = MappedFile::open("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
+/// Also for the shared object linger itself is linked into (liblinger.so,
+/// libturquoise.so), whose Rust code (std, and what libraries built on
+/// linger name with `defer_paths`) is judged by symbol as the executable's.
+fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
+    let Some(data) = MappedFile::open(path) else { return (Vec::new(), Vec::new()) };
     let Ok(file) = object::File::parse(data.bytes()) else { return (Vec::new(), Vec::new()) };
     let mut out = Vec::new();
     let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
@@ -830,8 +833,8 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict
     (out, inlined)
 }
 
-/// A file mapped read-only, for [`executable_symbol_ranges`]: not read
-/// into a buffer. Under valgrind's memcheck a `read` into a large buffer
+/// A file mapped read-only, for [`symbol_ranges`]: not read into a
+/// buffer. Under valgrind's memcheck a `read` into a large buffer
 /// never completes while the program has a fast interval timer of its own:
 /// each attempt costs memcheck time in proportion to the buffer, a signal
 /// that came meanwhile is delivered first, and the call starts over. With a
@@ -872,6 +875,30 @@ impl Drop for MappedFile {
     }
 }
 
+type SymbolRanges = std::sync::Arc<(Vec<Range>, Vec<Range>)>;
+
+/// [`symbol_ranges`] of the executable (`main`) or of linger's own shared
+/// object, read once: the files never change, and reading and demangling
+/// their symbols takes milliseconds at every rebuild. Again only when a
+/// library built on linger added path rules.
+fn cached_symbol_ranges(path: &str, main: bool, bias: usize, cfg: &Config) -> SymbolRanges {
+    static CACHE: Mutex<[Option<(u64, SymbolRanges)>; 2]> = Mutex::new([None, None]);
+    let (version, rules) = {
+        let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
+        (r.0, r.1.clone())
+    };
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = &mut cache[usize::from(!main)];
+    match slot {
+        Some((v, ranges)) if *v == version => ranges.clone(),
+        _ => {
+            let ranges = std::sync::Arc::new(symbol_ranges(path, bias, cfg, &rules));
+            *slot = Some((version, ranges.clone()));
+            ranges
+        }
+    }
+}
+
 fn build(cfg: &Config, generation: u64) -> Table {
     let me = build as *const () as usize;
     // Read before the objects: a libset made meanwhile bumps the
@@ -891,31 +918,18 @@ fn build(cfg: &Config, generation: u64) -> Table {
         if let Some(u) = o.unwind {
             unwind.extend(o.exec.iter().map(|r| (*r, u)));
         }
-        if o.is_main {
-            // Read once: the executable never changes, and reading and
-            // demangling its symbols takes milliseconds at every rebuild.
-            // Again only when a library built on linger added path rules.
-            type Main = (Vec<Range>, Vec<Range>);
-            static MAIN: Mutex<Option<(u64, std::sync::Arc<Main>)>> = Mutex::new(None);
-            let (version, rules) = {
-                let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
-                (r.0, r.1.clone())
-            };
-            let mut main = MAIN.lock().unwrap_or_else(|e| e.into_inner());
-            let ranges = match &*main {
-                Some((v, ranges)) if *v == version => ranges.clone(),
-                _ => {
-                    let ranges = std::sync::Arc::new(executable_symbol_ranges(o.bias, cfg, &rules));
-                    *main = Some((version, ranges.clone()));
-                    ranges
-                }
-            };
-            drop(main);
+        let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
+        if o.is_main || ours {
+            // The executable, and the shared object linger is linked into
+            // (the C libraries): their Rust code is judged by symbol. For
+            // the latter, without this a green thread of libturquoise.so was
+            // stopped inside tokio with a driver lock held, and its worker
+            // hung on it.
+            let ranges = cached_symbol_ranges(if o.is_main { "/proc/self/exe" } else { &o.name }, o.is_main, o.bias, cfg);
             deferred.extend(ranges.0.iter().copied());
             inlined.extend(ranges.1.iter().copied());
             continue;
         }
-        let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
         // A libset's copy of an isolated library: its state is the
         // function's own (see `isolation.rs`).
         let copy = o.exec.iter().any(|e| isolation.preemptible.iter().any(|r| r.0 <= e.0 && e.0 < r.1));
@@ -923,7 +937,7 @@ fn build(cfg: &Config, generation: u64) -> Table {
         let allowed = o.name.contains("linux-vdso")
             || o.name.contains("/libm.so")
             || cfg.preemptible_libs.iter().any(|p| o.name.contains(p.as_str()));
-        if !ours && !allowed && !copy {
+        if !allowed && !copy {
             deferred.extend(o.exec.iter().copied());
         }
     }
@@ -1065,7 +1079,7 @@ mod tests {
         assert_eq!(exe.bytes(), &std::fs::read("/proc/self/exe").unwrap()[..]);
         assert!(MappedFile::open("/nonexistent/file").is_none());
         let main = loaded_objects(&gotcha::code()).into_iter().find(|o| o.is_main).unwrap();
-        let (deferred, _) = executable_symbol_ranges(main.bias, &Config::default(), &[]);
+        let (deferred, _) = symbol_ranges("/proc/self/exe", main.bias, &Config::default(), &[]);
         let deferred = merge(deferred);
         let std_env = std::env::current_dir as fn() -> std::io::Result<std::path::PathBuf> as usize;
         let own = symbol_ranges_of_the_mapped_executable as fn() as usize;
