@@ -63,12 +63,7 @@ fi
 # purpose; under valgrind the first store through a rewritten register
 # faults again (at address 0x3), so the redirect does not survive
 # valgrind's synthesised frame; not investigated further.
-# test_turq_dump: under valgrind a C green thread is stopped inside tokio's
-# timer code in libturquoise.so (linger judges only the executable's Rust
-# code by symbol; its own shared object's is preemptible) and its worker
-# hangs on the driver's lock. Judging that object by symbol fixed it but made
-# test_signal_handler_calls crawl under valgrind; to be fixed together.
-valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks test_library_overflow test_listing4 test_turq_dump)
+valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_masks test_library_overflow test_listing4)
 
 if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"

@@ -11,6 +11,19 @@
 
 static void *twice(void *arg) { return (void *)((uintptr_t)arg * 2); }
 
+/* Sleeps and pipe round trips under 50 us slices: the runtime's own code
+ * (tokio's timers and reactor, turquoise's park hook) runs inside the green
+ * threads and must never be stopped half-way (a stop there once left a
+ * driver lock held and the worker hung). */
+static void *napper(void *arg) {
+    int *p = arg;
+    for (int k = 0; k < 20; k++) {
+        usleep(100);
+        char c = 'x';
+        CHECK(write(p[1], &c, 1) == 1 && read(p[0], &c, 1) == 1, "pipe round trip");
+    }
+    return NULL;
+}
 
 /* Each green thread counts in its own `__thread` variable, compiled -O2 so
  * the value stays in a register between increments, and reports whether it
@@ -84,6 +97,23 @@ int main(void) {
         CHECK(turq_join(t, &v) == 0, "join");
         CHECK((uintptr_t)v == (uintptr_t)round * 2, "value %lu", (unsigned long)(uintptr_t)v);
         CHECK(turq_join(t, &v) == ESRCH, "join twice");
+    }
+
+    /* 200 threads parking on timers and pipes, preempted around it. */
+    {
+        enum { M = 200 };
+        static int pipes[M][2];
+        static turq_t ns[M];
+        int m = iters(M);
+        for (int i = 0; i < m; i++) {
+            CHECK(pipe(pipes[i]) == 0, "pipe");
+            CHECK(turq_create(&ns[i], napper, pipes[i]) == 0, "napper %d", i);
+        }
+        for (int i = 0; i < m; i++) {
+            CHECK(turq_join(ns[i], NULL) == 0, "join napper %d", i);
+            close(pipes[i][0]);
+            close(pipes[i][1]);
+        }
     }
 
     /* 500 counters, preempted. */

@@ -794,9 +794,12 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// The executable's deferred functions, by symbol, and the code of
 /// deferred functions inlined into others (from the DWARF inline records).
-fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
-    let Ok(data) = std::fs::read("/proc/self/exe") else { return (Vec::new(), Vec::new()) };
-    let Ok(file) = object::File::parse(&*data) else { return (Vec::new(), Vec::new()) };
+/// Also for the shared object linger itself is linked into (liblinger.so,
+/// libturquoise.so), whose Rust code (std, and what libraries built on
+/// linger name with `defer_paths`) is judged by symbol as the executable's.
+fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
+    let Some(data) = MappedFile::open(path) else { return (Vec::new(), Vec::new()) };
+    let Ok(file) = object::File::parse(data.bytes()) else { return (Vec::new(), Vec::new()) };
     let mut out = Vec::new();
     let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
         for s in syms {
@@ -830,6 +833,72 @@ fn executable_symbol_ranges(bias: usize, cfg: &Config, rules: &[(String, Verdict
     (out, inlined)
 }
 
+/// A file mapped read-only, for [`symbol_ranges`]: not read into a
+/// buffer. Under valgrind's memcheck a `read` into a large buffer
+/// never completes while the program has a fast interval timer of its own:
+/// each attempt costs memcheck time in proportion to the buffer, a signal
+/// that came meanwhile is delivered first, and the call starts over. With a
+/// SIGALRM every 100 us, 128 KB reads went through and 192 KB ones never
+/// did (`--tool=none` read 10 MB at once); linger's own shared object
+/// (9.8 MB) read so in test_signal_handler_calls was tried 1,855 times in
+/// 10 s. `mmap` has no buffer to check.
+struct MappedFile {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl MappedFile {
+    fn open(path: &str) -> Option<MappedFile> {
+        let file = std::fs::File::open(path).ok()?;
+        let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&l| l > 0)?;
+        // SAFETY: a fresh private read-only mapping of an open descriptor;
+        // nothing else is placed at the address the kernel picks. (A file
+        // truncated while mapped would fault on access, as the loaded code
+        // of the same object would: the executable and the object linger is
+        // linked into are both in use by this process.)
+        let addr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0)
+        };
+        (addr != libc::MAP_FAILED).then_some(MappedFile { addr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` readable bytes are mapped at `addr` until `drop`.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer borrowed (`bytes` borrows self).
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+type SymbolRanges = std::sync::Arc<(Vec<Range>, Vec<Range>)>;
+
+/// [`symbol_ranges`] of the executable (`main`) or of linger's own shared
+/// object, read once: the files never change, and reading and demangling
+/// their symbols takes milliseconds at every rebuild. Again only when a
+/// library built on linger added path rules.
+fn cached_symbol_ranges(path: &str, main: bool, bias: usize, cfg: &Config) -> SymbolRanges {
+    static CACHE: Mutex<[Option<(u64, SymbolRanges)>; 2]> = Mutex::new([None, None]);
+    let (version, rules) = {
+        let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
+        (r.0, r.1.clone())
+    };
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = &mut cache[usize::from(!main)];
+    match slot {
+        Some((v, ranges)) if *v == version => ranges.clone(),
+        _ => {
+            let ranges = std::sync::Arc::new(symbol_ranges(path, bias, cfg, &rules));
+            *slot = Some((version, ranges.clone()));
+            ranges
+        }
+    }
+}
+
 fn build(cfg: &Config, generation: u64) -> Table {
     let me = build as *const () as usize;
     // Read before the objects: a libset made meanwhile bumps the
@@ -849,31 +918,18 @@ fn build(cfg: &Config, generation: u64) -> Table {
         if let Some(u) = o.unwind {
             unwind.extend(o.exec.iter().map(|r| (*r, u)));
         }
-        if o.is_main {
-            // Read once: the executable never changes, and reading and
-            // demangling its symbols takes milliseconds at every rebuild.
-            // Again only when a library built on linger added path rules.
-            type Main = (Vec<Range>, Vec<Range>);
-            static MAIN: Mutex<Option<(u64, std::sync::Arc<Main>)>> = Mutex::new(None);
-            let (version, rules) = {
-                let r = PATH_RULES.lock().unwrap_or_else(|e| e.into_inner());
-                (r.0, r.1.clone())
-            };
-            let mut main = MAIN.lock().unwrap_or_else(|e| e.into_inner());
-            let ranges = match &*main {
-                Some((v, ranges)) if *v == version => ranges.clone(),
-                _ => {
-                    let ranges = std::sync::Arc::new(executable_symbol_ranges(o.bias, cfg, &rules));
-                    *main = Some((version, ranges.clone()));
-                    ranges
-                }
-            };
-            drop(main);
+        let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
+        if o.is_main || ours {
+            // The executable, and the shared object linger is linked into
+            // (the C libraries): their Rust code is judged by symbol. For
+            // the latter, without this a green thread of libturquoise.so was
+            // stopped inside tokio with a driver lock held, and its worker
+            // hung on it.
+            let ranges = cached_symbol_ranges(if o.is_main { "/proc/self/exe" } else { &o.name }, o.is_main, o.bias, cfg);
             deferred.extend(ranges.0.iter().copied());
             inlined.extend(ranges.1.iter().copied());
             continue;
         }
-        let ours = o.exec.iter().any(|r| r.0 <= me && me < r.1);
         // A libset's copy of an isolated library: its state is the
         // function's own (see `isolation.rs`).
         let copy = o.exec.iter().any(|e| isolation.preemptible.iter().any(|r| r.0 <= e.0 && e.0 < r.1));
@@ -881,7 +937,7 @@ fn build(cfg: &Config, generation: u64) -> Table {
         let allowed = o.name.contains("linux-vdso")
             || o.name.contains("/libm.so")
             || cfg.preemptible_libs.iter().any(|p| o.name.contains(p.as_str()));
-        if !ours && !allowed && !copy {
+        if !allowed && !copy {
             deferred.extend(o.exec.iter().copied());
         }
     }
@@ -1012,6 +1068,23 @@ mod tests {
         for n in preemptible {
             assert!(!defers(n), "{n} should be preemptible");
         }
+    }
+
+    /// The executable's file, mapped rather than read (see [`MappedFile`]),
+    /// gives std's deferred functions at their loaded addresses, and not the
+    /// program's own.
+    #[test]
+    fn symbol_ranges_of_the_mapped_executable() {
+        let exe = MappedFile::open("/proc/self/exe").expect("mapped");
+        assert_eq!(exe.bytes(), &std::fs::read("/proc/self/exe").unwrap()[..]);
+        assert!(MappedFile::open("/nonexistent/file").is_none());
+        let main = loaded_objects(&gotcha::code()).into_iter().find(|o| o.is_main).unwrap();
+        let (deferred, _) = symbol_ranges("/proc/self/exe", main.bias, &Config::default(), &[]);
+        let deferred = merge(deferred);
+        let std_env = std::env::current_dir as fn() -> std::io::Result<std::path::PathBuf> as usize;
+        let own = symbol_ranges_of_the_mapped_executable as fn() as usize;
+        assert!(contains(&deferred, std_env), "std::env::current_dir not deferred");
+        assert!(!contains(&deferred, own), "the test's own function deferred");
     }
 
     #[test]
