@@ -108,6 +108,18 @@ pub trait Park: Send + Sync + 'static {
     /// Returns at the absolute `CLOCK_MONOTONIC` `deadline` (or later), or
     /// false if it cannot.
     fn sleep_until(&self, deadline: Duration) -> bool;
+
+    /// Runs `work` on another thread (a blocking pool) and returns true once
+    /// it has run; false if it cannot (then `work` must not run, and the
+    /// wrapper makes its call itself, blocking). For calls readiness cannot
+    /// help with: reads and writes of regular files whose data is not in the
+    /// page cache. `work` owns everything it touches (a copy of the data,
+    /// never the function's memory), so a function cancelled while it waits
+    /// leaves nothing dangling. The default cannot.
+    fn offload(&self, work: Box<dyn FnOnce() + Send>) -> bool {
+        drop(work);
+        false
+    }
 }
 
 /// The hook of the function running on this thread, if it was launched with

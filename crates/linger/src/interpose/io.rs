@@ -286,7 +286,7 @@ fn write_piece(fd: c_int, base: *const u8, len: usize) -> ssize_t {
 /// while there is nothing; anything else the blocking way.
 fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
     if !streams(fd) {
-        return blocking();
+        return file_transfer(h, fd, v, false, blocking);
     }
     let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v, all: false };
     // SAFETY: the caller's iovecs.
@@ -297,11 +297,159 @@ fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize
 /// and sockets, parking while there is no room, until all is written.
 fn parked_write(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
     if !streams(fd) {
-        return blocking();
+        return file_transfer(h, fd, v, true, blocking);
     }
     let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v, all: true };
     // SAFETY: the caller's iovecs, or what is left of them.
     t.run(|p, n, _| unsafe { libc::pwritev2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |b, len| write_piece(fd, b, len))
+}
+
+/// Reads and writes of regular files (anything that seeks) in a function
+/// with a park hook, where readiness means nothing. `preadv2`/`pwritev2`
+/// with `RWF_NOWAIT` (offset -1: the file position) move what they can
+/// without waiting for the disk, again until done, end of file or `EAGAIN`;
+/// the rest goes to the hook's blocking pool (`Park::offload`) as one
+/// blocking call on a copy of the data while the function parks, so a page
+/// cache hit costs one system call and a miss does not stall the worker.
+/// A file system without `RWF_NOWAIT` (`EOPNOTSUPP`) offloads whole reads
+/// and makes writes here. Where the hook cannot offload (or no memory for the copy), the
+/// rest is moved here, blocking, as before.
+fn file_transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, blocking: impl FnOnce() -> ssize_t) -> ssize_t {
+    let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
+    if total == 0 {
+        return blocking();
+    }
+    let e0 = errno();
+    let mut done = 0usize;
+    let offload = loop {
+        let rest = tail(v, done);
+        // SAFETY: the caller's iovecs, or what is left of them.
+        let r = unsafe {
+            if write {
+                libc::pwritev2(fd, rest.as_ptr(), rest.len() as c_int, -1, libc::RWF_NOWAIT)
+            } else {
+                libc::preadv2(fd, rest.as_ptr(), rest.len() as c_int, -1, libc::RWF_NOWAIT)
+            }
+        };
+        if r > 0 {
+            done += r as usize;
+            if done >= total {
+                break false;
+            }
+            continue;
+        }
+        if r == 0 {
+            break false; // end of file (or a device that takes nothing)
+        }
+        match errno() {
+            libc::EAGAIN => break true,
+            // No `RWF_NOWAIT` on this file system: reads offload (a read
+            // that misses the cache waits for the disk), buffered writes
+            // block here (they reach the page cache and rarely wait).
+            libc::EOPNOTSUPP if !write => break true,
+            // The blocking call says what is wrong (or does it without
+            // the flag), unless something moved already.
+            _ if done == 0 => {
+                set_errno(e0);
+                return blocking();
+            }
+            _ => break false,
+        }
+    };
+    if !offload {
+        set_errno(e0);
+        return done as ssize_t;
+    }
+    let rest = total - done;
+    let mut buf: Vec<u8> = Vec::new();
+    if buf.try_reserve_exact(rest).is_ok() {
+        if write {
+            for e in tail(v, done) {
+                // SAFETY: a piece of the caller's buffers.
+                buf.extend_from_slice(unsafe { std::slice::from_raw_parts(e.iov_base as *const u8, e.iov_len) });
+            }
+        }
+        let (real_r, real_w) = (real_read(), real_write());
+        let result = std::sync::Arc::new(std::sync::OnceLock::<(ssize_t, c_int, Vec<u8>)>::new());
+        let out = result.clone();
+        let work = Box::new(move || {
+            let mut buf = buf;
+            // SAFETY: `buf` is ours: `rest` bytes of capacity to read into,
+            // or the copy to write. The pool thread is outside any function:
+            // the plain blocking call.
+            let r = unsafe {
+                match (write, real_r, real_w) {
+                    (true, _, Some(w)) => w(fd, buf.as_ptr().cast(), buf.len()),
+                    (false, Some(rd), _) => rd(fd, buf.as_mut_ptr().cast(), rest),
+                    _ => -1,
+                }
+            };
+            let e = errno();
+            if !write && r > 0 {
+                // SAFETY: the kernel wrote `r <= rest` bytes into the capacity.
+                unsafe { buf.set_len(r as usize) };
+            }
+            let _ = out.set((r, e, buf));
+        });
+        if parking::offload(h, work) {
+            if let Some((r, e, buf)) = result.get() {
+                if *r < 0 {
+                    if done > 0 {
+                        set_errno(e0);
+                        return done as ssize_t;
+                    }
+                    set_errno(*e);
+                    return -1;
+                }
+                if !write {
+                    scatter(v, done, buf);
+                }
+                set_errno(e0);
+                return (done + *r as usize) as ssize_t;
+            }
+        }
+    }
+    // No pool (or no memory for the copy): the rest, blocking.
+    set_errno(e0);
+    if done == 0 {
+        return blocking();
+    }
+    let rest = tail(v, done);
+    let call = if write { real_writev() } else { real_readv() };
+    let Some(call) = call else { return done as ssize_t };
+    // SAFETY: what is left of the caller's iovecs.
+    let r = retry_fd(fd, !write, || unsafe { call(fd, rest.as_ptr(), rest.len() as c_int) });
+    set_errno(e0);
+    (done + r.max(0) as usize) as ssize_t
+}
+
+/// The iovecs of `v` from byte `done` on (empty ones skipped).
+fn tail(v: &[iovec], mut done: usize) -> Vec<iovec> {
+    let mut out = Vec::with_capacity(v.len());
+    for e in v {
+        if done >= e.iov_len {
+            done -= e.iov_len;
+            continue;
+        }
+        // SAFETY: `done` lies inside this iovec of the caller's.
+        out.push(iovec { iov_base: unsafe { (e.iov_base as *mut u8).add(done) }.cast(), iov_len: e.iov_len - done });
+        done = 0;
+    }
+    out
+}
+
+/// Copies `data` into `v` from byte `at` on.
+fn scatter(v: &[iovec], at: usize, mut data: &[u8]) {
+    for e in tail(v, at) {
+        if data.is_empty() {
+            break;
+        }
+        let n = e.iov_len.min(data.len());
+        // SAFETY: `n` bytes fit in this piece of the caller's buffers, and
+        // `data` (our copy) does not overlap them.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), e.iov_base as *mut u8, n) };
+        data = &data[n..];
+    }
 }
 
 /// `accept` and `accept4` with a hook: no call accepts without blocking

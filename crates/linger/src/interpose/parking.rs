@@ -232,6 +232,12 @@ pub(crate) fn wait_fd(h: Hook, fd: c_int, interest: Interest, deadline: Option<&
     park(|| h.get().wait_fd(fd, interest, deadline.map(Deadline::since_epoch)))
 }
 
+/// `hook.offload`, through [`park`]: false (and `work` dropped unrun) if
+/// the function may not park here or the hook cannot.
+pub(crate) fn offload(h: Hook, work: Box<dyn FnOnce() + Send>) -> bool {
+    park(|| h.get().offload(work))
+}
+
 /// `hook.sleep_until`, through [`park`].
 pub(crate) fn sleep_until(h: Hook, deadline: Duration) -> bool {
     park(|| h.get().sleep_until(deadline))

@@ -148,6 +148,19 @@ impl Park for GreenPark {
         wait(fds, deadline)
     }
 
+    /// On the worker's tokio blocking pool; the thread parks as for I/O
+    /// (its dump shows no descriptor: the call runs elsewhere).
+    fn offload(&self, work: Box<dyn FnOnce() + Send>) -> bool {
+        if green::current().is_none() || crate::runtime::Handle::try_current().is_none() {
+            return false;
+        }
+        // In `critical`: spawning takes the blocking pool's lock.
+        let done = linger::critical(|| tokio::task::spawn_blocking(work));
+        // An error: the runtime shut down before `work` ran (or it panicked,
+        // which the wrapper's copy of the call never does).
+        block_on_as(Cause::Io, super::stats::OFFLOADED, done).is_ok()
+    }
+
     fn sleep_until(&self, until: Duration) -> bool {
         if green::current().is_none() {
             return false;

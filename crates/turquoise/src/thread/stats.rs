@@ -282,6 +282,9 @@ pub(crate) fn unregister(id: u64) {
     registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
 }
 
+/// The detail of an I/O park whose call runs on the blocking pool.
+pub(crate) const OFFLOADED: u64 = u64::MAX;
+
 /// The green threads alive now, in the process (every runtime), by id.
 pub fn dump() -> Vec<ThreadInfo> {
     // In `critical`: a green thread stopped holding the lock would block
@@ -295,6 +298,7 @@ pub fn dump() -> Vec<ThreadInfo> {
             let state = s.state();
             let d = s.detail.load(Ordering::Relaxed);
             let waiting_on = match state {
+                State::Parked(Cause::Io) if d == OFFLOADED => Some("a file call on the blocking pool".to_string()),
                 State::Parked(Cause::Io) => Some(format!("fd {}", d as i64)),
                 State::Parked(Cause::Timer) => {
                     let left = Duration::from_nanos(d).saturating_sub(monotonic());
