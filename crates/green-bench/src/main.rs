@@ -211,9 +211,11 @@ fn progress(len: u64) -> indicatif::ProgressBar {
 /// Descriptors a run needs: the load generator holds a connection each;
 /// the green server two per waiting connection (the park hook registers a
 /// duplicate of the descriptor with the reactor for each wait).
+/// One descriptor per connection on each side (each side is its own
+/// process), plus room for the runtime's own.
 fn descriptors_needed(o: &Opts) -> u64 {
     let most = o.conns.iter().chain(&o.hol_conns).copied().max().unwrap_or(0) as u64;
-    2 * most + 1024
+    most + 1024
 }
 
 fn run(o: &Opts) -> Result<(), String> {

@@ -366,11 +366,11 @@ pub fn markdown(o: &Opts, r: &Results) -> String {
         count(hard as f64),
         count(set as f64),
         if set >= wanted && set > hard {
-            " (raised past the hard limit, as root: the green server needs two descriptors per waiting connection, see 9.1)".to_string()
+            " (raised past the hard limit, as root)".to_string()
         } else if set < wanted {
             format!(
-                " ({} wanted: the green server holds two descriptors per waiting connection, its own and the park hook's duplicate; \
-                 raising the hard limit was refused, so at the largest counts it runs short, see what the servers printed)",
+                " ({} wanted: a connection and a little room for each server; \
+                 raising the hard limit was refused, so at the largest counts they run short, see what the servers printed)",
                 count(wanted as f64)
             )
         } else {
