@@ -13,12 +13,7 @@ use turquoise::thread::Builder;
 #[test]
 fn an_event_per_park() {
     let buf = Buffer::default();
-    let sink = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
+    let subscriber = buf.debug_subscriber();
     tracing::subscriber::set_global_default(subscriber).unwrap();
     let rt = turquoise::Builder::new().worker_threads(1).enable_all().build().unwrap();
     let h = Builder::new()

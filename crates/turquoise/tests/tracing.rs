@@ -15,12 +15,7 @@ use turquoise::PreemptibleExt;
 fn an_event_per_preemption() {
     for round in 0..5 {
         let buf = Buffer::default();
-        let sink = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || sink.clone())
-            .with_ansi(false)
-            .finish();
+        let subscriber = buf.debug_subscriber();
         let stats = tracing::subscriber::with_default(subscriber, || {
             let mut fut = async {
                 for _ in 0..100 {

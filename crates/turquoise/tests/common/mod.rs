@@ -275,3 +275,11 @@ impl std::io::Write for Buffer {
         Ok(())
     }
 }
+
+impl Buffer {
+    /// A plain-text subscriber at DEBUG that writes into this buffer.
+    pub fn debug_subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+        let sink = self.clone();
+        tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(move || sink.clone()).with_ansi(false).finish()
+    }
+}
