@@ -473,31 +473,27 @@ fn judge_here(f: &Frame) -> Verdict {
     // hook's own frames are walked. Without the memo, which keeps the
     // wrapper's walk (the same chain at every park of a loop).
     let above = f.judged_above.get();
-    if above != 0 && sp < above && above <= entry && f.judged_gen.get() == ranges::generation() {
-        return on_resumer(&mut || {
-            let Some(table) = ranges::read() else { return NOT_NOW };
-            if table.generation() != f.judged_gen.get() {
-                return NOT_NOW; // rebuilt just now: the next pause walks it all
-            }
-            match Verdict::of(walk_here(&table, None, regs, lo, f.stack_hi, above)) {
-                Some(v) => v,
-                None if scan_clear(&table, sp, above) => Verdict::Stop { release: false },
-                None => NOT_NOW,
-            }
-        });
-    }
-    // A `pause()` in a loop: the same chain as last time (no table read).
-    // (Only this function's own thread, here in a no-preemption scope,
-    // touches its memo: never borrowed twice.)
-    let Ok(mut memo) = f.memo().try_borrow_mut() else { return NOT_NOW };
-    if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
-        return Verdict::Stop { release: false };
-    }
+    let shortcut = above != 0 && sp < above && above <= entry && f.judged_gen.get() == ranges::generation();
+    let (top, mut memo) = if shortcut {
+        (above, None)
+    } else {
+        // A `pause()` in a loop: the same chain as last time (no table
+        // read). (Only this function's own thread, here in a no-preemption
+        // scope, touches its memo: never borrowed twice.)
+        let Ok(memo) = f.memo().try_borrow_mut() else { return NOT_NOW };
+        if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
+            return Verdict::Stop { release: false };
+        }
+        (entry, Some(memo))
+    };
     on_resumer(&mut || {
         let Some(table) = ranges::read() else { return NOT_NOW };
-        match Verdict::of(walk_here(&table, Some(&mut memo), regs, lo, f.stack_hi, entry)) {
+        if shortcut && table.generation() != f.judged_gen.get() {
+            return NOT_NOW; // rebuilt just now: the next pause walks it all
+        }
+        match Verdict::of(walk_here(&table, memo.as_deref_mut(), regs, lo, f.stack_hi, top)) {
             Some(v) => v,
-            None if scan_clear(&table, sp, entry) => Verdict::Stop { release: false },
+            None if scan_clear(&table, sp, top) => Verdict::Stop { release: false },
             None => NOT_NOW,
         }
     })

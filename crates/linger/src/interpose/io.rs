@@ -423,17 +423,14 @@ fn file_transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, blocking: impl Fn
     (done + r.max(0) as usize) as ssize_t
 }
 
-/// The iovecs of `v` from byte `done` on (empty ones skipped).
-fn tail(v: &[iovec], mut done: usize) -> Vec<iovec> {
-    let mut out = Vec::with_capacity(v.len());
-    for e in v {
-        if done >= e.iov_len {
-            done -= e.iov_len;
-            continue;
-        }
-        // SAFETY: `done` lies inside this iovec of the caller's.
-        out.push(iovec { iov_base: unsafe { (e.iov_base as *mut u8).add(done) }.cast(), iov_len: e.iov_len - done });
-        done = 0;
+/// The iovecs of `v` from byte `done` on.
+fn tail(v: &[iovec], done: usize) -> Vec<iovec> {
+    let (i, off) = parking::locate(v, done);
+    let mut out = v[i..].to_vec();
+    if let Some(first) = out.first_mut() {
+        // SAFETY: `off` lies inside this iovec of the caller's.
+        first.iov_base = unsafe { (first.iov_base as *mut u8).add(off) }.cast();
+        first.iov_len -= off;
     }
     out
 }

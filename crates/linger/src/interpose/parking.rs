@@ -338,7 +338,7 @@ impl Transfer<'_> {
 
 /// Where `done` bytes into `v` are: the index of the iovec and the offset in
 /// it (`v.len()` when all of it is done), skipping empty iovecs.
-fn locate(v: &[iovec], mut done: usize) -> (usize, usize) {
+pub(crate) fn locate(v: &[iovec], mut done: usize) -> (usize, usize) {
     for (i, e) in v.iter().enumerate() {
         if done < e.iov_len {
             return (i, done);
