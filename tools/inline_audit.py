@@ -59,22 +59,29 @@ def main():
     rules = [(a.split("=")[0], a.split("=")[1] == "defer") for a in sys.argv[2:]] or TURQUOISE
     dump = subprocess.run(["llvm-dwarfdump", "--debug-info", binary], capture_output=True, text=True, check=True).stdout
     die = re.compile(r"^0x[0-9a-f]+:( +)(DW_TAG_\w+)")
-    ref = re.compile(r'DW_AT_(linkage_name|abstract_origin|specification)\s+\((?:0x[0-9a-f]+ )?"([^"]+)"\)')
+    ref = re.compile(r'DW_AT_(linkage_name|abstract_origin|specification)\s+\((?:(0x[0-9a-f]+) )?"([^"]+)"\)')
+    unit = re.compile(r"^(0x[0-9a-f]+): Compile Unit: .*\(next unit at (0x[0-9a-f]+)\)")
     pc = re.compile(r"DW_AT_(low_pc|high_pc)\s+\((0x[0-9a-f]+)\)")
     rng = re.compile(r"\[(0x[0-9a-f]+), (0x[0-9a-f]+)\)")
-    # DIEs as (depth, tag, mangled name, [(lo, hi)])
-    dies, cur = [], None
+    # DIEs as (depth, tag, mangled name, [(lo, hi)], low_pc, origin in another unit)
+    dies, cur, bounds = [], None, (0, 0)
     for line in dump.splitlines():
+        m = unit.match(line)
+        if m:
+            bounds = (int(m.group(1), 16), int(m.group(2), 16))
+            continue
         m = die.match(line)
         if m:
-            cur = [len(m.group(1)), m.group(2), None, [], None]
+            cur = [len(m.group(1)), m.group(2), None, [], None, False]
             dies.append(cur)
             continue
         if cur is None:
             continue
         m = ref.search(line)
         if m and cur[2] is None:
-            cur[2] = m.group(2)
+            cur[2] = m.group(3)
+            # ThinLTO across codegen units: the origin lies in another unit.
+            cur[5] = m.group(2) is not None and not bounds[0] <= int(m.group(2), 16) < bounds[1]
         m = pc.search(line)
         if m:
             if m.group(1) == "low_pc":
@@ -90,8 +97,8 @@ def main():
     # Walk the tree: the enclosing concrete function, and whether a deferred
     # inlined instance already encloses this one.
     stack = []  # (depth, tag, name, deferred)
-    holes, bytes_in_holes, seen = Counter(), Counter(), 0
-    for depth, tag, mangled, ranges, _ in dies:
+    holes, bytes_in_holes, seen, far = Counter(), Counter(), 0, 0
+    for depth, tag, mangled, ranges, _, other_unit in dies:
         while stack and stack[-1][0] >= depth:
             stack.pop()
         name = demangled.get(mangled, "")
@@ -103,13 +110,14 @@ def main():
             mine = verdict(name, rules)
             if mine:
                 seen += 1
+                far += other_unit
             if mine and not covered and outer is not None:
                 holes[(name, outer[2])] += 1
                 bytes_in_holes[(name, outer[2])] += sum(hi - lo for lo, hi in ranges)
             stack.append((depth, tag, name, covered or mine))
         else:
             stack.append((depth, tag, name, False))
-    print(f"{binary}: {seen} inlined instances of deferred paths; "
+    print(f"{binary}: {seen} inlined instances of deferred paths ({far} of them from another unit); "
           f"{sum(holes.values())} of them ({sum(bytes_in_holes.values())} bytes) inside functions that are not deferred")
     by_origin = defaultdict(list)
     for (origin, outer), n in holes.items():

@@ -37,23 +37,87 @@ pub(crate) fn deferred_ranges(file: &object::File<'_>, bias: usize, defer: &mut 
         Ok(EndianSlice::new(data, LittleEndian))
     };
     let Ok(dwarf) = gimli::Dwarf::load(load) else { return out };
+    let mut headers = Vec::new();
     let mut units = dwarf.units();
     while let Ok(Some(header)) = units.next() {
-        let Ok(unit) = dwarf.unit(header) else { continue };
-        unit_ranges(&dwarf, &unit, bias, defer, &mut out);
+        headers.push(header);
+    }
+    let mut origins = Origins { dwarf: &dwarf, headers: &headers, verdicts: HashMap::new(), units: HashMap::new(), defer };
+    for header in &headers {
+        let Ok(unit) = dwarf.unit(*header) else { continue };
+        unit_ranges(&dwarf, &unit, bias, &mut origins, &mut out);
     }
     out
 }
 
-fn unit_ranges(
-    dwarf: &gimli::Dwarf<R<'_>>,
-    unit: &gimli::Unit<R<'_>>,
+/// The verdicts of the abstract functions that inlined instances refer
+/// to, by their offset in `.debug_info`. An instance's origin is usually in
+/// its own unit, but not always: with several codegen units, ThinLTO
+/// inlines a function across them and the instance then names its origin in
+/// the unit it came from (`DW_FORM_ref_addr`). tokio's
+/// `broadcast::Sender::close_channel`, taking the channel's lock, was so
+/// inlined into a test's task and stopped in with the lock held: the
+/// worker that polled the next task then waited on that lock for good.
+struct Origins<'d, 'a, 'f> {
+    dwarf: &'d gimli::Dwarf<R<'a>>,
+    headers: &'d [gimli::UnitHeader<R<'a>>],
+    verdicts: HashMap<usize, bool>,
+    /// Units other than the one being read, parsed once when an origin
+    /// lies in them.
+    units: HashMap<usize, gimli::Unit<R<'a>>>,
+    defer: &'f mut dyn FnMut(&str) -> bool,
+}
+
+impl<'a> Origins<'_, 'a, '_> {
+    /// Whether the function at `origin` (an offset in `.debug_info`) is
+    /// deferred; `here` is the unit being read, if the origin lies in it.
+    fn deferred(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> bool {
+        if let Some(&v) = self.verdicts.get(&origin.0) {
+            return v;
+        }
+        let v = self.judge(origin, here);
+        self.verdicts.insert(origin.0, v);
+        v
+    }
+
+    fn judge(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> bool {
+        let raw = if let Some(at) = origin.to_unit_offset(&here.header) {
+            linkage_name(self.dwarf, here, at)
+        } else {
+            // The unit that holds `origin`: the last one starting at or before it.
+            let start = |h: &gimli::UnitHeader<R<'a>>| match h.offset() {
+                gimli::UnitSectionOffset::DebugInfoOffset(o) => o.0,
+                gimli::UnitSectionOffset::DebugTypesOffset(_) => usize::MAX,
+            };
+            let i = self.headers.partition_point(|h| start(h) <= origin.0);
+            let Some(header) = i.checked_sub(1).map(|i| self.headers[i]) else { return false };
+            let Some(at) = origin.to_unit_offset(&header) else { return false };
+            let unit = match self.units.entry(start(&header)) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => match self.dwarf.unit(header) {
+                    Ok(u) => e.insert(u),
+                    Err(_) => return false,
+                },
+            };
+            linkage_name(self.dwarf, unit, at)
+        };
+        match raw {
+            Some(raw) => match rustc_demangle::try_demangle(&raw) {
+                Ok(d) => (self.defer)(&format!("{d:#}")),
+                Err(_) => (self.defer)(&raw),
+            },
+            None => false,
+        }
+    }
+}
+
+fn unit_ranges<'a>(
+    dwarf: &gimli::Dwarf<R<'a>>,
+    unit: &gimli::Unit<R<'a>>,
     bias: usize,
-    defer: &mut dyn FnMut(&str) -> bool,
+    origins: &mut Origins<'_, 'a, '_>,
     out: &mut Vec<(usize, usize)>,
 ) {
-    // The verdict of each abstract function, by its offset in the unit.
-    let mut verdicts: HashMap<UnitOffset, bool> = HashMap::new();
     let mut entries = unit.entries();
     let mut depth = 0isize;
     // Depth of the deferred inlined instance we are inside of, if any.
@@ -66,18 +130,13 @@ fn unit_ranges(
         if inside.is_some() || e.tag() != gimli::DW_TAG_inlined_subroutine {
             continue;
         }
-        // Rust refers to the abstract function within the unit; an
-        // instance whose origin lies in another unit (cross-unit LTO) is
-        // judged by nothing here, and left to the name rules.
-        let Ok(Some(AttributeValue::UnitRef(origin))) = e.attr_value(gimli::DW_AT_abstract_origin) else { continue };
-        let deferred = *verdicts.entry(origin).or_insert_with(|| match linkage_name(dwarf, unit, origin) {
-            Some(raw) => match rustc_demangle::try_demangle(&raw) {
-                Ok(d) => defer(&format!("{d:#}")),
-                Err(_) => defer(&raw),
-            },
-            None => false,
-        });
-        if !deferred {
+        let origin = match e.attr_value(gimli::DW_AT_abstract_origin) {
+            Ok(Some(AttributeValue::UnitRef(o))) => o.to_debug_info_offset(&unit.header),
+            Ok(Some(AttributeValue::DebugInfoRef(o))) => Some(o),
+            _ => None,
+        };
+        let Some(origin) = origin else { continue };
+        if !origins.deferred(origin, unit) {
             continue;
         }
         inside = Some(depth);
