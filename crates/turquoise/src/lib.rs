@@ -47,6 +47,7 @@ mod home;
 mod rules;
 mod runtime;
 mod scheduler;
+pub mod sync;
 mod task;
 pub mod thread;
 
