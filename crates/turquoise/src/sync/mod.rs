@@ -13,14 +13,26 @@
 //! preemption and another green thread of the same worker then spin or
 //! block on that lock: see `docs/safety.md`, "Synchronisation".
 
+mod condvar;
+mod mutex;
+mod poison;
+
+pub use condvar::{Condvar, WaitTimeoutResult};
+pub use mutex::{Mutex, MutexGuard};
+
 use std::future::Future;
+use std::time::Instant;
 
 use crate::thread::Cause;
 
 /// Runs a primitive's wait to completion: inside a green thread it parks
 /// the thread (cause [`Cause::Sync`], `on` the primitive's address, for
 /// dumps); elsewhere it blocks the calling OS thread.
-#[allow(dead_code)] // until the first primitive lands (next commits)
 pub(crate) fn wait<F: Future>(on: *const (), fut: F) -> F::Output {
     crate::thread::block_on_as(Cause::Sync, on as usize as u64, fut)
+}
+
+/// [`wait`] until `deadline`: `None` if the wait was still pending then.
+pub(crate) fn wait_until<F: Future>(on: *const (), deadline: Instant, fut: F) -> Option<F::Output> {
+    crate::thread::block_on_until_as(Cause::Sync, on as usize as u64, deadline, fut)
 }

@@ -365,6 +365,39 @@ pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Ou
     }
 }
 
+/// [`block_on_as`] until `deadline`: `None` if `fut` was still pending then
+/// (it is dropped). A green thread parks on its worker's timer (without
+/// one, it yields between looks); an OS thread parks with a timeout.
+pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: std::time::Instant, fut: F) -> Option<F::Output> {
+    if green::current().is_some() {
+        if Handle::try_current().is_some_and(|h| h.has_time()) {
+            return block_on_as(cause, detail, tokio::time::timeout_at(deadline.into(), fut)).ok();
+        }
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                return Some(v);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            green::yield_now();
+        }
+    }
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(OsThread(std::thread::current())));
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return Some(v);
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+}
+
 struct OsThread(std::thread::Thread);
 
 impl Wake for OsThread {
