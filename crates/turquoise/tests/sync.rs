@@ -357,3 +357,262 @@ fn a_waiter_gets_the_mutex_within_one_turn_of_each_other() {
         eprintln!("most acquisitions ahead of a waiter: {worst} ({N} threads)");
     });
 }
+
+/// Writers (green, preempted inside) keep a pair equal; readers of every
+/// kind never see it torn; the count is exact.
+#[test]
+fn an_rwlock_shared_by_every_kind() {
+    use turquoise::sync::RwLock;
+    within(LIMIT, "rwlock", || {
+        let rt = runtime(1, Duration::from_micros(50));
+        let l = Arc::new(RwLock::new((0u64, 0u64)));
+        let writers: Vec<_> = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                Builder::new()
+                    .spawn_on(rt.handle(), move || {
+                        for _ in 0..20 {
+                            let mut g = l.write().unwrap();
+                            g.0 += 1;
+                            spin(50_000); // stopped here, torn, holding the lock
+                            g.1 += 1;
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let reader = |l: Arc<RwLock<(u64, u64)>>| {
+            move || {
+                for _ in 0..200 {
+                    let g = l.read().unwrap();
+                    assert_eq!(g.0, g.1, "a reader saw a write half done");
+                }
+            }
+        };
+        let os = std::thread::spawn(reader(l.clone()));
+        let green = Builder::new().spawn_on(rt.handle(), reader(l.clone())).unwrap();
+        let l2 = l.clone();
+        let task = rt.spawn(async move {
+            for _ in 0..200 {
+                let g = l2.read_async().await.unwrap();
+                assert_eq!(g.0, g.1);
+                drop(g);
+                tokio::task::yield_now().await;
+            }
+        });
+        writers.into_iter().for_each(|w| w.join().unwrap());
+        os.join().unwrap();
+        green.join().unwrap();
+        rt.block_on(task).unwrap();
+        assert_eq!(*l.read().unwrap(), (160, 160));
+    });
+}
+
+/// At most `k` holders at once, whoever they are; everyone gets through.
+#[test]
+fn a_semaphore_bounds_its_holders() {
+    use std::sync::atomic::AtomicUsize;
+    use turquoise::sync::Semaphore;
+    within(LIMIT, "semaphore", || {
+        let rt = runtime(2, Duration::from_micros(100));
+        let s = Arc::new(Semaphore::new(3).unwrap());
+        let (now, most, done) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let body = |s: Arc<Semaphore>, now: Arc<AtomicUsize>, most: Arc<AtomicUsize>, done: Arc<AtomicUsize>| {
+            move || {
+                for _ in 0..50 {
+                    let p = s.acquire(1);
+                    most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    spin(20_000);
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    drop(p);
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        let green: Vec<_> = (0..10)
+            .map(|_| Builder::new().spawn_on(rt.handle(), body(s.clone(), now.clone(), most.clone(), done.clone())).unwrap())
+            .collect();
+        let os: Vec<_> = (0..2).map(|_| std::thread::spawn(body(s.clone(), now.clone(), most.clone(), done.clone()))).collect();
+        let (s2, now2, most2, done2) = (s.clone(), now.clone(), most.clone(), done.clone());
+        let task = rt.spawn(async move {
+            for _ in 0..50 {
+                let p = s2.acquire_async(2).await;
+                most2.fetch_max(now2.fetch_add(2, Ordering::SeqCst) + 2, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                now2.fetch_sub(2, Ordering::SeqCst);
+                drop(p);
+                done2.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        green.into_iter().for_each(|g| g.join().unwrap());
+        os.into_iter().for_each(|t| t.join().unwrap());
+        rt.block_on(task).unwrap();
+        assert_eq!(done.load(Ordering::Relaxed), 13 * 50);
+        assert!(most.load(Ordering::SeqCst) <= 3, "{} holders at once", most.load(Ordering::SeqCst));
+        assert_eq!(s.available_permits(), 3);
+        assert!(Semaphore::new(usize::MAX).is_err());
+        assert!(s.add_permits(usize::MAX).is_err());
+        assert!(s.try_acquire(4).is_none());
+    });
+}
+
+/// A barrier of green threads, OS threads and a task: nobody passes a
+/// round before all arrived, and each round has one leader.
+#[test]
+fn a_barrier_of_every_kind() {
+    use turquoise::sync::Barrier;
+    within(LIMIT, "barrier", || {
+        let rt = runtime(2, Duration::from_micros(100));
+        const GREEN: usize = 6;
+        const OS: usize = 2;
+        const N: usize = GREEN + OS + 1;
+        const ROUNDS: usize = 100;
+        let b = Arc::new(Barrier::new(N));
+        let arrived = Arc::new(AtomicU64::new(0));
+        let leaders = Arc::new(AtomicU64::new(0));
+        let body = |b: Arc<Barrier>, arrived: Arc<AtomicU64>, leaders: Arc<AtomicU64>| {
+            move || {
+                for r in 0..ROUNDS as u64 {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    let lead = b.wait().is_leader();
+                    assert!(arrived.load(Ordering::SeqCst) >= (r + 1) * N as u64, "passed before everyone arrived");
+                    leaders.fetch_add(lead as u64, Ordering::SeqCst);
+                    spin(5_000);
+                }
+            }
+        };
+        let green: Vec<_> = (0..GREEN).map(|_| Builder::new().spawn_on(rt.handle(), body(b.clone(), arrived.clone(), leaders.clone())).unwrap()).collect();
+        let os: Vec<_> = (0..OS).map(|_| std::thread::spawn(body(b.clone(), arrived.clone(), leaders.clone()))).collect();
+        let (b2, arrived2, leaders2) = (b.clone(), arrived.clone(), leaders.clone());
+        let task = rt.spawn(async move {
+            for r in 0..ROUNDS as u64 {
+                arrived2.fetch_add(1, Ordering::SeqCst);
+                let lead = b2.wait_async().await.is_leader();
+                assert!(arrived2.load(Ordering::SeqCst) >= (r + 1) * N as u64);
+                leaders2.fetch_add(lead as u64, Ordering::SeqCst);
+            }
+        });
+        green.into_iter().for_each(|g| g.join().unwrap());
+        os.into_iter().for_each(|t| t.join().unwrap());
+        rt.block_on(task).unwrap();
+        assert_eq!(leaders.load(Ordering::SeqCst), ROUNDS as u64);
+    });
+}
+
+/// Many callers at once, a slow initialiser that is preempted: it runs
+/// once and everyone sees its value; a panicking one leaves the cell empty.
+#[test]
+fn a_once_lock_initialises_once() {
+    use std::sync::atomic::AtomicUsize;
+    use turquoise::sync::OnceLock;
+    within(LIMIT, "once", || {
+        let rt = runtime(1, Duration::from_micros(50));
+        for _ in 0..20 {
+            let cell = Arc::new(OnceLock::new());
+            let runs = Arc::new(AtomicUsize::new(0));
+            let get = |cell: Arc<OnceLock<u64>>, runs: Arc<AtomicUsize>| {
+                move || {
+                    *cell.get_or_init(|| {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        spin(200_000) | 1
+                    })
+                }
+            };
+            let green: Vec<_> = (0..20).map(|_| Builder::new().spawn_on(rt.handle(), get(cell.clone(), runs.clone())).unwrap()).collect();
+            let os = std::thread::spawn(get(cell.clone(), runs.clone()));
+            let mut seen: Vec<u64> = green.into_iter().map(|g| g.join().unwrap()).collect();
+            seen.push(os.join().unwrap());
+            assert_eq!(runs.load(Ordering::SeqCst), 1);
+            assert!(seen.iter().all(|&v| v == seen[0]));
+        }
+        let cell = Arc::new(OnceLock::<u32>::new());
+        let c2 = cell.clone();
+        let h = Builder::new().spawn_on(rt.handle(), move || *c2.get_or_init(|| panic!("init fails"))).unwrap();
+        assert!(h.join().is_err());
+        assert_eq!(cell.get(), None);
+        assert_eq!(*cell.get_or_init(|| 5), 5);
+        assert_eq!(cell.set(6), Err(6));
+    });
+}
+
+/// Channels across every kind of sender and receiver: every message once.
+#[test]
+fn channels_between_every_kind() {
+    use turquoise::sync::{mpsc, oneshot};
+    within(LIMIT, "channels", || {
+        let rt = runtime(2, Duration::from_micros(100));
+        for bounded in [true, false] {
+            const PER: u64 = 3_000;
+            let (tx, rx, utx) = if bounded {
+                let (tx, rx) = mpsc::channel::<u64>(2);
+                (Some(tx), rx, None)
+            } else {
+                let (tx, rx) = mpsc::unbounded_channel::<u64>();
+                (None, rx, Some(tx))
+            };
+            let send = |k: u64| {
+                let (tx, utx) = (tx.clone(), utx.clone());
+                move || {
+                    for i in 0..PER {
+                        match (&tx, &utx) {
+                            (Some(t), _) => t.send(k * PER + i).unwrap(),
+                            (_, Some(u)) => u.send(k * PER + i).unwrap(),
+                            _ => unreachable!(),
+                        }
+                        if i % 64 == 0 {
+                            spin(20_000);
+                        }
+                    }
+                }
+            };
+            let green = Builder::new().spawn_on(rt.handle(), send(0)).unwrap();
+            let os = std::thread::spawn(send(1));
+            let task = {
+                let (tx, utx) = (tx.clone(), utx.clone());
+                rt.spawn(async move {
+                    for i in 0..PER {
+                        match (&tx, &utx) {
+                            (Some(t), _) => t.send_async(2 * PER + i).await.unwrap(),
+                            (_, Some(u)) => u.send(2 * PER + i).unwrap(),
+                            _ => unreachable!(),
+                        }
+                    }
+                })
+            };
+            drop((tx, utx));
+            // The receiver: a green thread, until every sender is gone.
+            let consumer = Builder::new().spawn_on(rt.handle(), move || rx.sum::<u64>()).unwrap();
+            green.join().unwrap();
+            os.join().unwrap();
+            rt.block_on(task).unwrap();
+            let n = 3 * PER;
+            assert_eq!(consumer.join().unwrap(), n * (n - 1) / 2, "bounded {bounded}");
+        }
+        // recv_timeout: empty, then a message, then disconnected.
+        let (tx, mut rx) = mpsc::channel::<u8>(1);
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                assert_eq!(rx.recv_timeout(Duration::from_millis(10)), Err(mpsc::TryRecvError::Empty));
+                let v = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+                assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Err(mpsc::TryRecvError::Disconnected));
+                v
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        tx.send(9).unwrap();
+        drop(tx);
+        assert_eq!(h.join().unwrap(), 9);
+        // oneshot: green to OS thread, task to green thread, dropped sender.
+        let (a_tx, a_rx) = oneshot::channel::<u32>();
+        let g = Builder::new().spawn_on(rt.handle(), move || a_tx.send(1).unwrap()).unwrap();
+        assert_eq!(a_rx.recv(), Ok(1));
+        g.join().unwrap();
+        let (b_tx, b_rx) = oneshot::channel::<u32>();
+        let g = Builder::new().spawn_on(rt.handle(), move || b_rx.recv()).unwrap();
+        rt.block_on(async move { b_tx.send(2).unwrap() });
+        assert_eq!(g.join().unwrap(), Ok(2));
+        let (c_tx, c_rx) = oneshot::channel::<u32>();
+        drop(c_tx);
+        assert!(c_rx.recv().is_err());
+    });
+}

@@ -14,11 +14,19 @@
 //! block on that lock: see `docs/safety.md`, "Synchronisation".
 
 mod condvar;
+pub mod mpsc;
 mod mutex;
+mod once;
+pub mod oneshot;
 mod poison;
+mod rwlock;
+mod semaphore;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
+pub use once::OnceLock;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Barrier, BarrierWaitResult, Semaphore, SemaphorePermit, TooManyPermits};
 
 use std::future::Future;
 use std::time::Instant;

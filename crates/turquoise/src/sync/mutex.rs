@@ -11,8 +11,7 @@
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use super::poison;
 
@@ -46,7 +45,7 @@ use super::poison;
 /// ```
 pub struct Mutex<T: ?Sized> {
     sem: tokio::sync::Semaphore,
-    poisoned: AtomicBool,
+    poisoned: poison::Flag,
     data: UnsafeCell<T>,
 }
 
@@ -71,22 +70,13 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 impl<T> Mutex<T> {
     /// An unlocked mutex holding `value`.
     pub const fn new(value: T) -> Mutex<T> {
-        Mutex {
-            sem: tokio::sync::Semaphore::const_new(1),
-            poisoned: AtomicBool::new(false),
-            data: UnsafeCell::new(value),
-        }
+        Mutex { sem: tokio::sync::Semaphore::const_new(1), poisoned: poison::Flag::new(), data: UnsafeCell::new(value) }
     }
 
     /// The value, consuming the mutex (`Err` if poisoned, with the value).
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poisoned.load(Ordering::Relaxed);
-        let v = self.data.into_inner();
-        if poisoned {
-            Err(PoisonError::new(v))
-        } else {
-            Ok(v)
-        }
+        let poisoned = self.poisoned;
+        poisoned.result(self.data.into_inner())
     }
 }
 
@@ -120,23 +110,17 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Whether a holder panicked.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.load(Ordering::Relaxed)
+        self.poisoned.get()
     }
 
     /// Marks the mutex as not poisoned (after its holder repaired the data).
     pub fn clear_poison(&self) {
-        self.poisoned.store(false, Ordering::Relaxed);
+        self.poisoned.clear();
     }
 
     /// The value, through `&mut` (no locking needed).
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.is_poisoned();
-        let v = self.data.get_mut();
-        if poisoned {
-            Err(PoisonError::new(v))
-        } else {
-            Ok(v)
-        }
+        self.poisoned.result(self.data.get_mut())
     }
 
     async fn acquire(&self) {
@@ -150,22 +134,12 @@ impl<T: ?Sized> Mutex<T> {
 
     /// The guard for the permit just taken.
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
-        let g = MutexGuard {
-            mutex: self,
-            poison: poison::Guard::new(),
-        };
-        if self.is_poisoned() {
-            Err(PoisonError::new(g))
-        } else {
-            Ok(g)
-        }
+        self.poisoned.result(MutexGuard { mutex: self, poison: poison::Guard::new() })
     }
 
     /// Gives the lock back (the guard's drop, and `Condvar` waits).
     pub(super) fn unlock(&self, poison: &poison::Guard) {
-        if poison.now_panicking() {
-            self.poisoned.store(true, Ordering::Relaxed);
-        }
+        self.poisoned.mark_if_panicked(poison);
         self.sem.add_permits(1);
     }
 }

@@ -23,3 +23,36 @@ impl Guard {
         !self.panicking && std::thread::panicking()
     }
 }
+
+/// A lock's poison mark.
+pub(crate) struct Flag(std::sync::atomic::AtomicBool);
+
+impl Flag {
+    pub(crate) const fn new() -> Flag {
+        Flag(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn clear(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Marks the lock if its holder (`guard`) started panicking.
+    pub(crate) fn mark_if_panicked(&self, guard: &Guard) {
+        if guard.now_panicking() {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// `v`, as `Err` if the lock is poisoned.
+    pub(crate) fn result<V>(&self, v: V) -> std::sync::LockResult<V> {
+        if self.get() {
+            Err(std::sync::PoisonError::new(v))
+        } else {
+            Ok(v)
+        }
+    }
+}
