@@ -7,7 +7,25 @@
 //! worker that wants it, and with them the worker, which is the only
 //! thread that can resume the holder; these park instead.
 //!
-//! All waits go through [`wait`]: the primitive's own future, polled by the
+//! ```
+//! use std::sync::Arc;
+//! use turquoise::sync::{mpsc, Mutex};
+//!
+//! let total = Arc::new(Mutex::new(0u64));
+//! let (tx, mut rx) = mpsc::channel(16);
+//! let t = total.clone();
+//! let consumer = turquoise::thread::spawn(move || {
+//!     while let Some(v) = rx.recv() {
+//!         *t.lock().unwrap() += v; // recv parks this green thread while empty
+//!     }
+//! });
+//! // An OS thread: `send` blocks it while the channel is full.
+//! std::thread::spawn(move || (1..=100).for_each(|v| tx.send(v).unwrap()));
+//! consumer.join().unwrap();
+//! assert_eq!(*total.lock().unwrap(), 5050);
+//! ```
+//!
+//! All waits go through `wait`: the primitive's own future, polled by the
 //! green thread's parker or by the OS thread's. Nothing here holds an
 //! internal lock across a point where its caller could be stopped by
 //! preemption and another green thread of the same worker then spin or
