@@ -24,3 +24,8 @@ use crate::thread::Cause;
 pub(crate) fn wait<F: Future>(on: *const (), fut: F) -> F::Output {
     crate::thread::block_on_as(Cause::Sync, on as usize as u64, fut)
 }
+
+pub mod event_count;
+pub mod fence;
+
+pub use event_count::{EventCount, Producer, Versions};
