@@ -27,5 +27,6 @@ pub(crate) fn wait<F: Future>(on: *const (), fut: F) -> F::Output {
 
 pub mod event_count;
 pub mod fence;
+pub mod ring;
 
 pub use event_count::{EventCount, Producer, Versions};
