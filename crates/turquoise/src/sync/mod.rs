@@ -32,15 +32,19 @@
 //! block on that lock: see `docs/safety.md`, "Synchronisation".
 
 mod condvar;
+pub mod event_count;
+pub mod fence;
 pub mod mpsc;
 mod mutex;
 mod once;
 pub mod oneshot;
 mod poison;
+pub mod ring;
 mod rwlock;
 mod semaphore;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use event_count::{EventCount, Producer, Versions};
 pub use mutex::{Mutex, MutexGuard};
 pub use once::OnceLock;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -1,0 +1,417 @@
+//! Event counts: a version number that waiters sleep on until it changes,
+//! with no lost wake-up and no system call on an increment nobody waits for.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use turquoise::sync::EventCount;
+//!
+//! let ec = Arc::new(EventCount::new());
+//! let seen = ec.value();
+//! let e = ec.clone();
+//! let t = std::thread::spawn(move || e.wait(seen)); // returns once it changed
+//! ec.increment();
+//! assert!(t.join().unwrap() > seen);
+//! ```
+//!
+//! A waiter reads the version, looks at the data it guards, and waits with
+//! the version it read: a change in between is never missed, since the
+//! wait returns at once when the version is no longer the one given.
+//!
+//! The version lives in one 32-bit word with a "someone sleeps" flag in its
+//! low bit (so versions count modulo 2^31). An increment adds 2 and looks at
+//! the flag in the value it replaced: clear, that is all; set, it clears the
+//! flag and wakes every waiter (OS threads sleep on a futex on the word;
+//! green threads and async tasks leave a `Waker` in a list). A waiter sets
+//! the flag with a compare-and-swap on the version it waits on, then sleeps
+//! only while the word still holds that version with the flag.
+//!
+//! [`EventCount`] is for any number of producers (an atomic add). The
+//! single producer of [`EventCount::single_producer`] increments with one
+//! plain x86 instruction (`xadd` without `lock`); its waiters pay for that
+//! with an asymmetric fence ([`super::fence::heavy`]) before they sleep.
+//! `docs/safety.md`, "Event counts and asymmetric fences", gives the
+//! argument.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::fence;
+
+/// The "someone sleeps" flag, in the word's low bit.
+const SLEEPERS: u32 = 1;
+
+/// How many times a waiter looks at the word before it sets the flag.
+const SPINS: u32 = 64;
+
+/// The waiting side of an event count (and its version): shared by
+/// reference or `Arc`. An [`EventCount`] derefs to it; a single producer's
+/// waiters hold it in an `Arc`.
+pub struct Versions {
+    /// Version << 1 | [`SLEEPERS`].
+    word: AtomicU32,
+    /// Incremented by a plain (not atomic) read-modify-write: waiters fence
+    /// with [`fence::heavy`] before they sleep.
+    plain: bool,
+    /// The green threads' and async tasks' wakers, by key.
+    wakers: Mutex<Vec<(u64, Waker)>>,
+}
+
+/// Keys of the entries in `wakers`, never reused.
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+
+impl Versions {
+    const fn new(plain: bool) -> Versions {
+        Versions { word: AtomicU32::new(0), plain, wakers: Mutex::new(Vec::new()) }
+    }
+
+    /// The current version (0 at first; modulo 2^31). Reading it acquires
+    /// what the increment that made it released.
+    pub fn value(&self) -> u32 {
+        self.word.load(Ordering::Acquire) >> 1
+    }
+
+    /// Waits until the version is not `old` and returns the new one: a green
+    /// thread parks, an OS thread sleeps on a futex. Returns at once if it
+    /// already differs.
+    pub fn wait(&self, old: u32) -> u32 {
+        if let Some(v) = self.spin(old) {
+            return v;
+        }
+        if crate::thread::current().is_some() {
+            return super::wait(self.address(), self.wait_async(old));
+        }
+        self.sleep(old, None).expect("no deadline")
+    }
+
+    /// [`Versions::wait`] for at most `timeout`: `None` if the version was
+    /// still `old` then. A green thread parks on its worker's timer (when
+    /// its runtime has one; else it sleeps as an OS thread would).
+    pub fn wait_timeout(&self, old: u32, timeout: Duration) -> Option<u32> {
+        if let Some(v) = self.spin(old) {
+            return Some(v);
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let timed_green = crate::thread::current().is_some() && crate::Handle::try_current().is_some_and(|h| h.has_time());
+        if let (true, Some(_)) = (timed_green, deadline) {
+            let mut sleep = std::pin::pin!(tokio::time::sleep(timeout));
+            let mut changed = self.wait_async(old);
+            let either = std::future::poll_fn(|cx| match Pin::new(&mut changed).poll(cx) {
+                Poll::Ready(v) => Poll::Ready(Some(v)),
+                Poll::Pending => sleep.as_mut().poll(cx).map(|()| None),
+            });
+            return super::wait(self.address(), either);
+        }
+        self.sleep(old, deadline)
+    }
+
+    /// A future that is ready, with the new version, once the version is
+    /// not `old` (for async tasks).
+    pub fn wait_async(&self, old: u32) -> Wait<'_> {
+        Wait { on: self, old, key: None }
+    }
+
+    fn address(&self) -> *const () {
+        self as *const Versions as *const ()
+    }
+
+    /// Looks a few times for a change before the caller goes to sleep.
+    fn spin(&self, old: u32) -> Option<u32> {
+        for _ in 0..SPINS {
+            let v = self.value();
+            if v != old {
+                return Some(v);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// Gets ready to sleep on version `old`: `Some(new version)` if it has
+    /// changed, `None` when the word holds `old` with the flag set and any
+    /// later increment will see the flag.
+    fn arm(&self, old: u32) -> Option<u32> {
+        let flagged = old.wrapping_shl(1) | SLEEPERS;
+        let mut cur = self.word.load(Ordering::Acquire);
+        loop {
+            if cur >> 1 != old {
+                return Some(cur >> 1);
+            }
+            if cur & SLEEPERS == 0 {
+                if let Err(now) = self.word.compare_exchange_weak(cur, flagged, Ordering::AcqRel, Ordering::Acquire) {
+                    cur = now;
+                    continue;
+                }
+            }
+            if !self.plain {
+                // Every increment is an atomic read-modify-write of the
+                // word: it comes after the flag in the word's order and sees it.
+                return None;
+            }
+            // A plain increment may have read the word before the flag was
+            // set and write over it. After this barrier such an increment
+            // has written (and the load below sees a new version), and any
+            // later one reads the flag.
+            fence::heavy();
+            cur = self.word.load(Ordering::Acquire);
+            if cur == flagged {
+                return None;
+            }
+        }
+    }
+
+    /// The OS thread's wait: sleeps on the word until the version changes
+    /// or the deadline passes (`None`).
+    fn sleep(&self, old: u32, deadline: Option<Instant>) -> Option<u32> {
+        loop {
+            if let Some(v) = self.arm(old) {
+                return Some(v);
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return None,
+                },
+                None => None,
+            };
+            futex_wait(&self.word, old.wrapping_shl(1) | SLEEPERS, left);
+        }
+    }
+
+    /// After an increment that replaced a flagged word: clears the flag and
+    /// wakes everyone (waiters that still want to sleep set it again).
+    #[cold]
+    fn wake_all(&self) {
+        // Cleared before the wake: a waiter whose futex wait starts later
+        // finds the word changed; one that set the flag since (on the new
+        // version) finds it cleared and sets it again.
+        self.word.fetch_and(!SLEEPERS, Ordering::AcqRel);
+        futex_wake(&self.word);
+        let wakers = linger::critical(|| std::mem::take(&mut *self.lock()));
+        for (_, w) in wakers {
+            w.wake();
+        }
+    }
+
+    /// The waker list. Only ever locked inside `linger::critical`: a green
+    /// thread is not stopped holding it.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Waker)>> {
+        self.wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `waker` in the list under `key` (a new key if it has none or
+    /// was taken out by a wake); returns the key.
+    fn register(&self, key: Option<u64>, waker: &Waker) -> u64 {
+        linger::critical(|| {
+            let mut list = self.lock();
+            if let Some(entry) = key.and_then(|k| list.iter_mut().find(|e| e.0 == k)) {
+                if !entry.1.will_wake(waker) {
+                    entry.1 = waker.clone();
+                }
+                return entry.0;
+            }
+            let k = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+            list.push((k, waker.clone()));
+            k
+        })
+    }
+
+    fn unregister(&self, key: u64) {
+        linger::critical(|| self.lock().retain(|e| e.0 != key));
+    }
+}
+
+/// The future of [`Versions::wait_async`].
+pub struct Wait<'a> {
+    on: &'a Versions,
+    old: u32,
+    key: Option<u64>,
+}
+
+impl Future for Wait<'_> {
+    type Output = u32;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u32> {
+        let v = self.on.value();
+        if v != self.old {
+            return Poll::Ready(v);
+        }
+        // In the list before the flag is set: an increment that sees the
+        // flag clears it and then takes the list, this waker in it.
+        let key = self.on.register(self.key, cx.waker());
+        self.key = Some(key);
+        match self.on.arm(self.old) {
+            Some(v) => Poll::Ready(v),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            self.on.unregister(k);
+        }
+    }
+}
+
+/// An event count for any number of producers: share it by reference or
+/// `Arc`. Waiting is [`Versions`]' (it derefs to it).
+pub struct EventCount {
+    versions: Versions,
+}
+
+impl Default for EventCount {
+    fn default() -> EventCount {
+        EventCount::new()
+    }
+}
+
+impl AsRef<Versions> for Versions {
+    fn as_ref(&self) -> &Versions {
+        self
+    }
+}
+
+impl AsRef<Versions> for EventCount {
+    fn as_ref(&self) -> &Versions {
+        self
+    }
+}
+
+impl Deref for EventCount {
+    type Target = Versions;
+
+    fn deref(&self) -> &Versions {
+        &self.versions
+    }
+}
+
+impl EventCount {
+    /// At version 0.
+    pub const fn new() -> EventCount {
+        EventCount { versions: Versions::new(false) }
+    }
+
+    /// Adds one to the version and wakes whoever waits; returns the
+    /// version it replaced. No waiter: one atomic add.
+    pub fn increment(&self) -> u32 {
+        self.add(1)
+    }
+
+    /// Adds `n` (modulo 2^31) to the version, as [`EventCount::increment`].
+    pub fn add(&self, n: u32) -> u32 {
+        let old = self.versions.word.fetch_add(n.wrapping_shl(1), Ordering::AcqRel);
+        if old & SLEEPERS != 0 {
+            self.versions.wake_all();
+        }
+        old >> 1
+    }
+
+    /// An event count with one producer: the [`Producer`], which is the
+    /// only handle that increments (owned, `Send`, neither `Clone` nor
+    /// `Sync`), and the waiting side, to share.
+    ///
+    /// The producer cannot be copied nor used from two threads at once:
+    ///
+    /// ```compile_fail
+    /// let (p, _) = turquoise::sync::EventCount::single_producer();
+    /// let q = p.clone();
+    /// ```
+    ///
+    /// ```compile_fail
+    /// let (mut p, _) = turquoise::sync::EventCount::single_producer();
+    /// let p = &p;
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| p.versions().value());
+    /// });
+    /// ```
+    pub fn single_producer() -> (Producer, Arc<Versions>) {
+        let versions = Arc::new(Versions::new(cfg!(target_arch = "x86_64")));
+        (Producer { versions: versions.clone(), _not_sync: PhantomData }, versions)
+    }
+}
+
+/// The one incrementing handle of a single-producer event count (see
+/// [`EventCount::single_producer`]).
+pub struct Producer {
+    versions: Arc<Versions>,
+    /// `Send` but not `Sync`: one thread at a time increments.
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl Producer {
+    /// Adds one to the version and wakes whoever waits; returns the
+    /// version it replaced. No waiter: one `xadd` without `lock` prefix on
+    /// x86-64, plus a test of the flag it returned.
+    #[inline]
+    pub fn increment(&mut self) -> u32 {
+        self.add(1)
+    }
+
+    /// Adds `n` (modulo 2^31) to the version, as [`Producer::increment`].
+    #[inline]
+    pub fn add(&mut self, n: u32) -> u32 {
+        let old = plain_add(&self.versions.word, n.wrapping_shl(1));
+        if old & SLEEPERS != 0 {
+            self.versions.wake_all();
+        }
+        old >> 1
+    }
+
+    /// The waiting side.
+    pub fn versions(&self) -> &Arc<Versions> {
+        &self.versions
+    }
+}
+
+/// Adds `by` to `word` in one instruction that is not atomic with respect
+/// to the other CPUs (they may write between its load and its store), and
+/// returns the value it replaced.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn plain_add(word: &AtomicU32, by: u32) -> u32 {
+    let mut v = by;
+    // SAFETY: the pointer is the word's, valid and aligned for 4 bytes.
+    // The asm block is opaque to the compiler (no `nomem`): it keeps the
+    // caller's earlier memory accesses before it. On the machine it is one
+    // instruction; that other threads write the word with `lock`ed
+    // instructions meanwhile is the hardware's business (x86-TSO), not a
+    // data race the compiler could exploit, and the protocol that copes
+    // with the flag it may overwrite is in docs/safety.md.
+    unsafe {
+        std::arch::asm!("xadd dword ptr [{w}], {v:e}", w = in(reg) word.as_ptr(), v = inout(reg) v, options(nostack));
+    }
+    v
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn plain_add(word: &AtomicU32, by: u32) -> u32 {
+    word.fetch_add(by, Ordering::AcqRel)
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|d| libc::timespec { tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long });
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the word is a live, aligned u32 for the call's duration and
+    // `ts_ptr` is null or points at `ts`, alive until it returns. Any
+    // result (woken, EAGAIN, EINTR, ETIMEDOUT) sends the caller back to
+    // look at the word.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, ts_ptr);
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: the word is a live, aligned u32; a wake reads nothing else.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX);
+    }
+}
