@@ -488,6 +488,12 @@ pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
 fn drive<T>(l: &mut Linger<T>, timeout: Duration, ending: Ending) -> Result<Option<Ended>, Error> {
     let Linger::Continuation(c) = l else { return Ok(None) };
     let status = c.inner.resume(timeout);
+    settle(l, status, ending)
+}
+
+/// What a resume's status makes of `l`.
+#[inline(always)]
+fn settle<T>(l: &mut Linger<T>, status: Result<Option<Status<T>>, Error>, ending: Ending) -> Result<Option<Ended>, Error> {
     match status? {
         None | Some(Status::Suspended) => Ok(None),
         Some(Status::Completed(v)) => {
@@ -572,6 +578,31 @@ pub fn resume_contained<T>(l: &mut Linger<T>, timeout: Duration) -> Result<Optio
             refuse_in_signal_handler()?;
             runtime::init_thread()?;
             drive(l, timeout, Ending::Contained)
+        }
+    }
+}
+
+/// [`resume_contained`], cooperatively: the function is never stopped by
+/// its deadline. Instead, each `every` that passes while it runs adds one
+/// to `flag`, which the function's own code checks at points of its
+/// choosing and answers by calling [`pause`] (a *yield check*: one load and
+/// one branch when nothing is due). The resume returns when the function
+/// pauses, parks or ends. For schedulers of cooperative threads
+/// (turquoise's activities) that still want to know when one runs long: the
+/// count keeps growing while a function never checks.
+///
+/// A function launched inside it keeps its own deadline (not bounded by
+/// this one's, which stops nothing).
+#[inline]
+pub fn resume_contained_cooperative<T>(l: &mut Linger<T>, every: Duration, flag: &std::sync::atomic::AtomicU32) -> Result<Option<Ended>, Error> {
+    match l {
+        Linger::Completion(_) => Ok(None),
+        Linger::Poison => Err(Error::Poisoned),
+        Linger::Continuation(c) => {
+            refuse_in_signal_handler()?;
+            runtime::init_thread()?;
+            let status = c.inner.resume_cooperative(every, flag);
+            settle(l, status, Ending::Contained)
         }
     }
 }

@@ -1131,8 +1131,25 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     } else {
         ts.armed.set(NEVER); // one-shot: it just expired
     }
+    // SAFETY: `current` always points to a live frame.
+    let flag = if frame.is_null() { std::ptr::null() } else { unsafe { (*frame).yield_flag.get() } };
     if frame.is_null() {
         bump(&ts.stats.spurious_signals);
+    } else if !flag.is_null() {
+        // Resumed cooperatively: the deadline only counts, on the flag the
+        // function's own code checks; it is never stopped here.
+        // SAFETY: `current` is live; the flag outlives the resume that set
+        // it (`Inner::resume_cooperative`), inside which this runs.
+        let f = unsafe { &*frame };
+        let now = now_ns();
+        if now >= f.deadline.get() {
+            // SAFETY: as above.
+            unsafe { &*flag }.fetch_add(1, Ordering::Relaxed);
+            f.deadline.set(now.saturating_add(f.yield_every.get()));
+        } else {
+            bump(&ts.stats.spurious_signals);
+        }
+        rearm_for(ts, f.deadline.get());
     } else if ts.defer.get() > 0 {
         // SAFETY: `current` always points to a live frame.
         let deadline = unsafe { (*frame).deadline.get() };
@@ -1151,7 +1168,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // it before a frame is freed); the kernel passes a valid ucontext.
         unsafe { decide(ts, &*frame, uc as *mut libc::ucontext_t) };
     }
-    if !frame.is_null() {
+    if !frame.is_null() && flag.is_null() {
         // Whether it was stopped and resumed or not, the function returns to
         // its interrupted instruction now.
         // SAFETY: the frame is live (its function is the one interrupted,

@@ -392,6 +392,8 @@ impl<T> Inner<T> {
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
                 futex_stops: opts.futex_stops,
+                yield_flag: Cell::new(ptr::null()),
+                yield_every: Cell::new(0),
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
                 pause_due: Cell::new(false),
@@ -471,8 +473,9 @@ impl<T> Inner<T> {
             parent = left_by_longjmp(t);
         }
         let mut deadline = deadline_after(t, timeout);
-        if !parent.is_null() {
-            // SAFETY: `current` is a live frame.
+        // SAFETY: `current` is a live frame.
+        if !parent.is_null() && unsafe { (*parent).yield_flag.get() }.is_null() {
+            // SAFETY: as above.
             deadline = deadline.min(unsafe { (*parent).deadline.get() });
         }
         if self.frame().home.get() != me {
@@ -488,6 +491,29 @@ impl<T> Inner<T> {
         let mut result: Option<T> = None;
         let r = self.switch_in(t, deadline, &mut result, |co| co.resume(t))?;
         Ok(Some(self.finish(t, r, result)))
+    }
+
+    /// [`Inner::resume`], cooperatively: each `every` that passes bumps
+    /// `flag` instead of stopping the function (see
+    /// [`crate::resume_contained_cooperative`]).
+    pub(crate) fn resume_cooperative(&mut self, every: Duration, flag: &std::sync::atomic::AtomicU32) -> Result<Option<Status<T>>, Error> {
+        if self.co.is_none() {
+            return Ok(None);
+        }
+        let f = self.frame();
+        if f.running.get() {
+            return Err(Error::Busy);
+        }
+        f.yield_every.set(u64::try_from(every.as_nanos()).unwrap_or(NEVER).max(1));
+        // The handler reads the address on this thread only, while the
+        // function runs inside this call; `flag` outlives the call.
+        f.yield_flag.set(flag);
+        let r = self.resume(every);
+        // A function that ended has given its stack (and frame) back.
+        if self.co.is_some() {
+            self.frame().yield_flag.set(ptr::null());
+        }
+        r
     }
 
     /// A function parked in the signal handler will `rt_sigreturn` on this
@@ -568,7 +594,19 @@ impl<T> Inner<T> {
             // may have passed meanwhile (taken when our scope closes).
             // SAFETY: the parent frame is live while it runs us.
             let pd = unsafe { (*parent).deadline.get() };
-            if now_ns() >= pd {
+            // SAFETY: as above.
+            let flag = unsafe { (*parent).yield_flag.get() };
+            let now = now_ns();
+            if now >= pd && !flag.is_null() {
+                // A cooperative parent is not stopped: its deadline counts.
+                // SAFETY: the flag outlives the parent's resume, inside which we run.
+                unsafe { &*flag }.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: as above.
+                let next = now.saturating_add(unsafe { (*parent).yield_every.get() });
+                // SAFETY: as above.
+                unsafe { (*parent).deadline.set(next) };
+                let _ = preempt::publish(t, next);
+            } else if now >= pd {
                 t.pending.set(true);
                 preempt::publish_taken(t, pd);
             } else {

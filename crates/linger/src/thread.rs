@@ -145,6 +145,11 @@ pub(crate) struct Frame {
     /// A deadline may stop it in a futex wait inside libc's synchronisation
     /// functions (see `Builder::stop_in_futex_waits`, `futex.rs`).
     pub futex_stops: bool,
+    /// While resumed cooperatively ([`crate::resume_contained_cooperative`]):
+    /// the counter its deadlines bump instead of stopping it (null
+    /// otherwise), and the period they come at, in ns.
+    pub yield_flag: Cell<*const std::sync::atomic::AtomicU32>,
+    pub yield_every: Cell<u64>,
     /// The trap address (`return_trap`) it holds, plus one; 0 for none.
     pub trap_slot: Cell<u32>,
     /// A `pause()` found deferred code on its call chain and armed a return

@@ -255,42 +255,50 @@ fn rwlock_and_barrier_between_functions_on_one_thread() {
 }
 
 /// Launches `f` with 1 ms slices (stopping in futex waits if `stop`) while
-/// `holder` keeps what `f` waits for until 50 ms after it started (see
-/// `hold_elsewhere`). Returns how long the launch took and the futex stops
-/// it made, then lets `f` finish and returns its value.
-fn launch_against<T: Send + 'static>(
-    stop: bool,
-    holder: std::thread::JoinHandle<()>,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> (Duration, u64, T) {
+/// `holder` keeps what `f` waits for until 50 ms after it took it (see
+/// `hold_elsewhere`). Returns how long the launch took, the futex stops it
+/// made, then lets `f` finish and returns its value.
+///
+/// The time is the launch's when it was stopped (an upper bound), and the
+/// time since the holder took the resource when it was not: a launch whose
+/// wait was deferred ends after the holder gave the resource back, so at
+/// least 50 ms after it took it, however late this thread got to launch
+/// on a loaded machine (measured from the launch, 44.6 ms was once seen).
+fn launch_against<T: Send + 'static>(stop: bool, holder: Holder, f: impl FnOnce() -> T + Send + 'static) -> (Duration, u64, T) {
     linger::reset_stats();
     let t = Instant::now();
     let mut l = Builder::new().stop_in_futex_waits(stop).launch(f, Duration::from_millis(1)).unwrap();
-    let took = t.elapsed();
     let stops = linger::stats().futex_stops;
-    holder.join().unwrap();
+    let took = if stops > 0 { t.elapsed() } else { holder.taken.elapsed() };
+    holder.thread.join().unwrap();
     while l.is_continuation() {
         linger::resume(&mut l, Duration::from_millis(1)).unwrap();
     }
     (took, stops, l.completion().expect("completed"))
 }
 
+/// A thread holding something for 50 ms, and when it took it.
+struct Holder {
+    thread: std::thread::JoinHandle<()>,
+    taken: Instant,
+}
+
 /// Another thread takes something with `take` and gives it back with
 /// `give` 50 ms later; returns once it was taken.
-fn hold_elsewhere(take: impl FnOnce() + Send + 'static, give: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+fn hold_elsewhere(take: impl FnOnce() + Send + 'static, give: impl FnOnce() + Send + 'static) -> Holder {
     let (tx, rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         take();
-        tx.send(()).unwrap();
+        tx.send(Instant::now()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         give();
     });
-    rx.recv().unwrap();
-    h
+    let taken = rx.recv().unwrap();
+    Holder { thread, taken }
 }
 
-/// Another thread holds `m` for 50 ms, from the moment this returns.
-fn mutex_held_elsewhere(m: Arc<Shared<libc::pthread_mutex_t>>) -> std::thread::JoinHandle<()> {
+/// Another thread holds `m` for 50 ms, from about the moment this returns.
+fn mutex_held_elsewhere(m: Arc<Shared<libc::pthread_mutex_t>>) -> Holder {
     let m2 = m.clone();
     hold_elsewhere(move || lock(&m), move || unlock(&m2))
 }
