@@ -24,6 +24,9 @@ fn spin_for(d: Duration) {
 fn a_wait_is_left_alone_and_the_function_stopped_after_it() {
     for round in 0..10u8 {
         let (r, w) = pipe();
+        // Before the writer starts its 40 ms: a loaded machine may run it
+        // before this thread goes on (seen: the 40 ms bound missed).
+        let t = Instant::now();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(40));
             let at = Instant::now();
@@ -32,7 +35,6 @@ fn a_wait_is_left_alone_and_the_function_stopped_after_it() {
             at
         });
         let before = stats();
-        let t = Instant::now();
         let mut l = Builder::new()
             .preempt_blocked(false)
             .launch(
