@@ -664,6 +664,14 @@ pub fn is_preemptible() -> bool {
     !thread::ts().current.get().is_null()
 }
 
+/// Is the calling code inside a [`critical`] scope (or linger's own code)?
+/// Cooperative schedulers use it to hold their yields there too (a no-yield
+/// scope is a `critical` one).
+#[inline]
+pub fn in_critical() -> bool {
+    thread::ts().defer.get() > 0
+}
+
 /// A scope in which the calling preemptible function is not preempted. A
 /// deadline that passes inside it is taken as soon as the outermost scope
 /// ends. Costs a thread-local increment and decrement.

@@ -198,7 +198,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_body::<F>(Body::Preemptible(preemptible(fut, self.inner.slice)))
+        self.spawn_body::<F>(Body::Preemptible(preemptible(fut, self.inner.slice)), None)
     }
 
     /// Spawns a task that is never preempted (it yields only at its awaits).
@@ -207,7 +207,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_body(Body::Cooperative(Box::pin(fut)))
+        self.spawn_body(Body::Cooperative(Box::pin(fut)), None)
     }
 
     /// Runs blocking code on a tokio blocking pool (untouched by turquoise):
@@ -248,18 +248,33 @@ impl Handle {
 
     /// Runs a green thread as a task.
     pub(crate) fn spawn_green<T: Send + 'static>(&self, green: crate::thread::Green<T>) -> JoinHandle<T> {
+        self.spawn_green_on(green, None)
+    }
+
+    /// [`Handle::spawn_green`], on worker `home` only (an activity: every
+    /// run of it, the first included, goes to that worker's ready queue).
+    pub(crate) fn spawn_green_on<T: Send + 'static>(&self, green: crate::thread::Green<T>, home: Option<usize>) -> JoinHandle<T> {
         let g = green.shared().clone();
-        let h = self.spawn_body::<std::future::Pending<T>>(Body::Green(green));
+        let h = self.spawn_body::<std::future::Pending<T>>(Body::Green(green), home);
         let _ = h.shared.green.set(g);
         h
     }
 
-    fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>
+    /// The index of the calling thread among this runtime's workers.
+    pub(crate) fn current_worker(&self) -> Option<usize> {
+        crate::scheduler::worker_of(&self.inner.sched)
+    }
+
+    fn spawn_body<F>(&self, body: Body<F>, home: Option<usize>) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         let shared = Shared::new();
+        if let Some(w) = home {
+            // Before it is first scheduled: `schedule` reads it.
+            shared.home.store(w + 1, std::sync::atomic::Ordering::Relaxed);
+        }
         let fut = TaskFuture { body: Some(body), shared: shared.clone() };
         // Weak: queued tasks hold their schedule function, and the
         // scheduler holds queued tasks.

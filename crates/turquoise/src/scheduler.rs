@@ -128,6 +128,14 @@ pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
     unsafe { &(&(*s).slots)[i].counters.green }
 }
 
+/// The index of the worker the calling thread is, of `sched` only.
+pub(crate) fn worker_of(sched: &Scheduler) -> Option<usize> {
+    WORKER.with(|w| {
+        let (s, i) = w.get();
+        std::ptr::eq(s, sched).then_some(i)
+    })
+}
+
 /// The index of the worker the calling thread is, of any scheduler.
 pub(crate) fn current_worker() -> Option<usize> {
     WORKER.with(|w| {

@@ -63,10 +63,19 @@ pub(crate) struct GreenShared {
     pub(crate) thread: Thread,
     /// The thread has its own image of the thread-locals.
     own_tls: bool,
+    /// An activity: never preempted, switched at its yield checks.
+    cooperative: bool,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
     /// Where it is, what it waits on, its counters.
     pub(crate) status: Status,
+}
+
+impl GreenShared {
+    /// Is it an activity (cooperative: `preemptive(false)` or `spawn_local`)?
+    pub(crate) fn is_activity(&self) -> bool {
+        self.cooperative
+    }
 }
 
 impl Wake for GreenShared {
@@ -276,7 +285,10 @@ pub(crate) fn kill_live() {
 /// The task body of a green thread.
 pub(crate) struct Green<T: Send + 'static> {
     cell: Arc<Record<T>>,
+    /// Its slice; for an activity, the period of its yield checks' flag.
     slice: Duration,
+    /// An activity: resumed cooperatively (never stopped by its slice).
+    cooperative: bool,
     /// The last poll's slice ran out outside a park or yield.
     stopped: bool,
     last: Option<linger::Preemption>,
@@ -285,7 +297,42 @@ pub(crate) struct Green<T: Send + 'static> {
 impl<T: Send + 'static> Green<T> {
     /// Sets the thread up (its stack is taken now, so that running out of
     /// memory or stacks is the spawner's error), unstarted.
-    pub(crate) fn new<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool) -> Result<Green<T>, linger::Error>
+    /// A green thread; `cooperative`: an activity (see `activity.rs`),
+    /// whose `slice` is the period of its yield checks' flag.
+    pub(crate) fn new<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool, cooperative: bool) -> Result<Green<T>, linger::Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        Green::build(f, thread, stack_size, slice, own_tls, cooperative, false)
+    }
+
+    /// An activity, for the calling worker (see `activity.rs`): started
+    /// here, resumed and ended on this thread only, cooperatively.
+    ///
+    /// # Safety
+    /// Called on a worker thread, whose task for it is then scheduled on
+    /// that worker only (`Handle::spawn_green_on`). `f` and what it returns
+    /// need not be `Send` (the caller wraps them in `activity::HomeBound`):
+    /// the linger function holding `f` is launched here, not migratable,
+    /// the record is homed here from the start (so neither a poll nor a
+    /// drop elsewhere touches it), and the worker ends it at shutdown.
+    pub(crate) unsafe fn new_local<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool) -> Result<Green<T>, linger::Error>
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        Green::build(f, thread, stack_size, slice, own_tls, true, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build<F>(
+        f: F,
+        thread: Thread,
+        stack_size: Option<usize>,
+        slice: Duration,
+        own_tls: bool,
+        cooperative: bool,
+        local: bool,
+    ) -> Result<Green<T>, linger::Error>
     where
         F: FnOnce() -> T + Send + 'static,
     {
@@ -296,6 +343,7 @@ impl<T: Send + 'static> Green<T> {
             why: AtomicU8::new(NONE),
             thread,
             own_tls,
+            cooperative,
             dtors: Mutex::new(Vec::new()),
             status: Status::default(),
         });
@@ -329,12 +377,27 @@ impl<T: Send + 'static> Green<T> {
         // (stolen while unstarted); once started it runs on its home worker
         // only (the scheduler routes every wake-up there), so no
         // thread-local address it computed is ever used on another thread.
-        let l = unsafe { b.migratable(true) }.launch(body, Duration::ZERO)?;
+        // An activity is not: it stays on the thread that launches it here.
+        let l = unsafe { b.migratable(!local) }.launch(body, Duration::ZERO)?;
         // The set is built once (reading the executable's symbols), under
         // a `OnceLock` the worker also takes: not stopped half-way.
         let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
         let cell = Arc::new(Record { body: UnsafeCell::new(Body { linger: Some(l), image }), home: AtomicUsize::new(0), shared });
-        Ok(Green { cell, slice, stopped: false, last: None })
+        let g = Green { cell, slice, cooperative, stopped: false, last: None };
+        if local {
+            g.make_home();
+        }
+        Ok(g)
+    }
+
+    /// Makes this worker the thread's home, for good: from its first
+    /// resume, or (an activity) from its creation.
+    fn make_home(&self) {
+        let g = &self.cell.shared;
+        self.cell.home.store(home_token(), Ordering::Relaxed);
+        g.status.worker.store(crate::scheduler::current_worker().map_or(0, |w| w + 1), Ordering::Relaxed);
+        let k: Arc<dyn Kill> = self.cell.clone();
+        LIVE.with(|l| l.borrow_mut().insert(g.thread.id().0, k));
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
@@ -384,10 +447,7 @@ impl<T: Send + 'static> Future for Green<T> {
         let g = &cell.shared;
         g.outer.register(cx.waker());
         if cell.home.load(Ordering::Relaxed) == 0 {
-            cell.home.store(home_token(), Ordering::Relaxed);
-            g.status.worker.store(crate::scheduler::current_worker().map_or(0, |w| w + 1), Ordering::Relaxed);
-            let k: Arc<dyn Kill> = this.cell.clone();
-            LIVE.with(|l| l.borrow_mut().insert(g.thread.id().0, k));
+            this.make_home();
         }
         // SAFETY: see `Record`'s `Sync` impl: we are on the home worker, in
         // its poll of this thread.
@@ -406,7 +466,25 @@ impl<T: Send + 'static> Future for Green<T> {
         }
         CURRENT.with(|c| c.set(&**g));
         WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
-        let r = linger::resume_contained(l, this.slice);
+        let r = if this.cooperative {
+            // Never stopped: each slice that passes bumps the worker's flag,
+            // which the activity's yield checks read (`activity::checkpoint`).
+            let (r, periods) = super::activity::DUE.with(|due| {
+                due.store(0, Ordering::Relaxed);
+                let r = linger::resume_contained_cooperative(l, this.slice, due);
+                (r, due.swap(0, Ordering::Relaxed))
+            });
+            if periods > 1 {
+                g.status.counters.overran(periods);
+                if let Some(w) = worker {
+                    w.overran(periods);
+                }
+                tracing::warn!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), slices = periods - 1, "an activity ran past its slice without a yield check");
+            }
+            r
+        } else {
+            linger::resume_contained(l, this.slice)
+        };
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {

@@ -23,6 +23,7 @@
 //! instruction to its last (see `green.rs` and `docs/safety.md`, "Green
 //! threads").
 
+mod activity;
 mod atexit;
 mod dump_signal;
 mod green;
@@ -44,6 +45,7 @@ use std::time::Duration;
 use crate::runtime::{Handle, Runtime};
 use crate::task::JoinError;
 
+pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
 pub(crate) use green::{kill_live, Green, GreenShared};
 pub use stats::{dump, dump_text, Cause, State, ThreadInfo, ThreadStats};
 pub use tls::image_bytes;
@@ -129,8 +131,10 @@ impl Builder {
         self
     }
 
-    /// `false`: the thread is never stopped by its slice; it gives its
-    /// worker up only when it waits or yields (cooperative).
+    /// `false`: an *activity*: the thread is never stopped by its slice; it
+    /// gives its worker up only when it waits, yields, or finds its slice
+    /// over at a yield check ([`checkpoint`]). It may start activities that
+    /// share its `!Send` data ([`spawn_local`]).
     pub fn preemptive(mut self, yes: bool) -> Builder {
         self.preemptive = Some(yes);
         self
@@ -177,20 +181,27 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.check(handle)?;
+        let thread = Thread { id: ThreadId::next(), name: self.name.map(Arc::from) };
+        // Not preemptive: an activity, whose slice is its yield checks' period.
+        let slice = self.slice.unwrap_or_else(|| handle.slice());
+        let cooperative = self.preemptive == Some(false);
+        let green = green::Green::new(f, thread.clone(), self.stack_size, slice, !self.shared_thread_locals, cooperative).map_err(linger_error)?;
+        let task = handle.spawn_green(green);
+        Ok(JoinHandle { task, thread })
+    }
+}
+
+impl Builder {
+    /// The errors a spawn on `handle` gives before it starts anything.
+    fn check(&self, handle: &Handle) -> io::Result<()> {
         if self.stack_size.is_some_and(|s| s > MAX_STACK_SIZE) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "turquoise: green thread stack larger than MAX_STACK_SIZE"));
         }
         if handle.is_shut_down() {
             return Err(io::Error::other("turquoise: the runtime has shut down"));
         }
-        let thread = Thread { id: ThreadId::next(), name: self.name.map(Arc::from) };
-        let slice = match self.preemptive {
-            Some(false) => Duration::MAX,
-            _ => self.slice.unwrap_or_else(|| handle.slice()),
-        };
-        let green = green::Green::new(f, thread.clone(), self.stack_size, slice, !self.shared_thread_locals).map_err(linger_error)?;
-        let task = handle.spawn_green(green);
-        Ok(JoinHandle { task, thread })
+        Ok(())
     }
 }
 
@@ -344,9 +355,13 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 }
 
 /// [`block_on`], parking for `cause` (for counters, tracing and dumps).
+///
+/// Inside a `critical` scope (an activity's [`no_yield`]) a green thread
+/// does not park, which would switch: it blocks its worker as an OS thread
+/// would (a wait that only its own worker could end never does).
 pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
-    if green::current().is_some() {
+    if green::current().is_some() && !linger::in_critical() {
         loop {
             let waker = green::begin_look().expect("inside a green thread");
             if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
@@ -369,7 +384,7 @@ pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Ou
 /// (it is dropped). A green thread parks on its worker's timer (without
 /// one, it yields between looks); an OS thread parks with a timeout.
 pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: std::time::Instant, fut: F) -> Option<F::Output> {
-    if green::current().is_some() {
+    if green::current().is_some() && !linger::in_critical() {
         if Handle::try_current().is_some_and(|h| h.has_time()) {
             return block_on_as(cause, detail, tokio::time::timeout_at(deadline.into(), fut)).ok();
         }
@@ -412,7 +427,7 @@ impl Wake for OsThread {
 /// Sleeps for `d`: a green thread parks on its worker's timer; an ordinary
 /// thread sleeps.
 pub fn sleep(d: Duration) {
-    if green::current().is_some() && Handle::try_current().is_some_and(|h| h.has_time()) {
+    if green::current().is_some() && !linger::in_critical() && Handle::try_current().is_some_and(|h| h.has_time()) {
         let until = stats::monotonic().saturating_add(d).as_nanos() as u64;
         block_on_as(Cause::Timer, until, tokio::time::sleep(d));
     } else {
@@ -424,6 +439,11 @@ pub fn sleep(d: Duration) {
 /// it; an ordinary thread yields to the OS.
 pub fn yield_now() {
     if green::current().is_some() {
+        // A `critical` scope (an activity's no-yield scope) holds every
+        // switch back.
+        if linger::in_critical() {
+            return;
+        }
         green::yield_now();
     } else {
         std::thread::yield_now();

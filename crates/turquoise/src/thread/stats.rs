@@ -76,6 +76,10 @@ pub struct ThreadStats {
     /// Time spent runnable but waiting for its worker (from a wake-up, a
     /// stop or a yield to the next resume).
     pub runnable_wait: Duration,
+    /// Activities only: slices that ended while it ran without a yield
+    /// check answering them (`checkpoint`), each one the other activities
+    /// of its worker waited through.
+    pub overruns: u64,
 }
 
 impl ThreadStats {
@@ -97,6 +101,7 @@ pub(crate) struct Counters {
     parks: [AtomicU64; CAUSES],
     /// In TSC ticks (converted when read).
     runnable_wait: AtomicU64,
+    overruns: AtomicU64,
 }
 
 #[inline(always)]
@@ -115,6 +120,13 @@ impl Counters {
     pub(crate) fn yielded(&self) {
         bump(&self.yields, 1);
     }
+    /// An activity's resume ended `n` slices after the first (see
+    /// [`ThreadStats::overruns`]).
+    pub(crate) fn overran(&self, n: u32) {
+        if n > 1 {
+            bump(&self.overruns, u64::from(n - 1));
+        }
+    }
     pub(crate) fn parked(&self, c: Cause) {
         bump(&self.parks[c as usize], 1);
     }
@@ -131,6 +143,7 @@ impl Counters {
             parks_sync: p(Cause::Sync),
             parks_future: p(Cause::Future),
             runnable_wait: ticks_to_duration(self.runnable_wait.load(Ordering::Relaxed)),
+            overruns: self.overruns.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,0 +1,195 @@
+//! Activities: cooperative green threads of one worker sharing `!Send`
+//! state; they switch only at blocking calls, yields and yield checks.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use turquoise::thread::{self, Builder};
+
+mod common;
+use common::spin;
+
+fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
+    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
+}
+
+/// Runs `f` as the root activity of a fresh runtime; fails after `limit`
+/// instead of hanging.
+fn in_root<T: Send + 'static>(workers: usize, slice: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = runtime(workers, slice);
+        let h = Builder::new().preemptive(false).spawn_on(rt.handle(), f).unwrap();
+        let _ = tx.send(h.join());
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(r) => r.unwrap_or_else(|e| panic!("the root activity failed: {e:?}")),
+        Err(_) => panic!("activities did not finish in 120 s (deadlock, or a starved activity)"),
+    }
+}
+
+/// 1,000 activities share an `Rc<RefCell<..>>` and a `Cell` through
+/// read-modify-writes that span many microseconds, across slice ends and
+/// sleeps: never found borrowed, never a lost update.
+#[test]
+fn rc_and_refcell_shared_by_a_thousand_activities_stay_consistent() {
+    for round in 0..3 {
+        let (total, cells, switches) = in_root(2, Duration::from_micros(100), || {
+            let state = Rc::new(RefCell::new(Vec::<u64>::new()));
+            let count = Rc::new(Cell::new(0u64));
+            // Checks after which another activity had run: switches there.
+            let switched = Rc::new(Cell::new(0u64));
+            let all: Vec<_> = (0..1000u64)
+                .map(|i| {
+                    let (state, count, switched) = (state.clone(), count.clone(), switched.clone());
+                    thread::spawn_local(move || {
+                        for k in 0..5u64 {
+                            {
+                                // Held across about a slice of work or more:
+                                // a preempted holder would leave it borrowed.
+                                let mut s = state.try_borrow_mut().expect("found borrowed: an activity was switched out inside");
+                                let v = count.get();
+                                spin(40_000 + (i % 7) * 10_000);
+                                s.push(i * 10 + k);
+                                count.set(v + 1);
+                            }
+                            let before = count.get();
+                            thread::checkpoint();
+                            switched.set(switched.get() + u64::from(count.get() != before));
+                            if (i + k) % 97 == 0 {
+                                thread::sleep(Duration::from_micros(200)); // parks: a switch
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for a in all {
+                a.join().unwrap();
+            }
+            let s = state.borrow();
+            let mut sorted = s.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            (count.get(), sorted.len() as u64, switched.get())
+        });
+        assert_eq!((total, cells), (5000, 5000), "round {round}");
+        assert!(switches > 100, "round {round}: only {switches} yield checks switched: the hazard was not exercised");
+        eprintln!("round {round}: 1,000 activities, 5,000 updates, {switches} switches at yield checks");
+    }
+}
+
+/// A spinning activity with yield checks lets the others run: a ticker
+/// that sleeps 1 ms twenty times finishes while the spinner spins, on a
+/// single worker.
+#[test]
+fn a_spinning_activity_with_checks_lets_the_others_run() {
+    let (ticks, spun) = in_root(1, Duration::from_micros(500), || {
+        let stop = Rc::new(Cell::new(false));
+        let s = stop.clone();
+        let spinner = thread::spawn_local(move || {
+            let mut rounds = 0u64;
+            while !s.get() {
+                spin(10_000);
+                rounds += 1;
+                thread::checkpoint();
+            }
+            rounds
+        });
+        let t = stop.clone();
+        let ticker = thread::spawn_local(move || {
+            for _ in 0..20 {
+                thread::sleep(Duration::from_millis(1));
+            }
+            t.set(true);
+            20
+        });
+        (ticker.join().unwrap(), spinner.join().unwrap())
+    });
+    assert_eq!(ticks, 20);
+    assert!(spun > 0);
+}
+
+/// One that never checks is not stopped, but reported: its counters say
+/// how many slices it ran past, and the others run once it is done.
+#[test]
+fn an_activity_without_checks_is_reported_not_stopped() {
+    let (overruns, other_ran_after, preemptions) = in_root(1, Duration::from_micros(500), || {
+        let done = Rc::new(Cell::new(false));
+        let d = done.clone();
+        let hog = thread::spawn_local(move || {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(30) {
+                spin(1_000);
+            }
+            d.set(true);
+        });
+        let d = done.clone();
+        let other = thread::spawn_local(move || d.get());
+        thread::yield_now(); // both run now, the hog first
+        let other_ran_after = other.join().unwrap();
+        let stats = hog.thread_stats();
+        hog.join().unwrap();
+        (stats.overruns, other_ran_after, stats.preemptions)
+    });
+    assert_eq!(preemptions, 0, "an activity was preempted");
+    assert!(overruns >= 10, "{overruns} slices of 500 us counted in a 30 ms run without checks");
+    assert!(other_ran_after, "the other activity ran in the middle of the hog");
+}
+
+/// Inside `no_yield`, neither yield checks, yields nor sleeps switch:
+/// another activity never sees the state in between.
+#[test]
+fn no_yield_scopes_hold_every_switch() {
+    let seen_inside = in_root(1, Duration::from_micros(100), || {
+        let inside = Rc::new(Cell::new(false));
+        let seen = Rc::new(Cell::new(0u32));
+        let i = inside.clone();
+        let worker = thread::spawn_local(move || {
+            for _ in 0..20 {
+                thread::no_yield(|| {
+                    i.set(true);
+                    for k in 0..20 {
+                        spin(5_000);
+                        thread::checkpoint();
+                        thread::yield_now();
+                        if k % 5 == 0 {
+                            thread::sleep(Duration::from_micros(300)); // blocks: no park
+                        }
+                    }
+                    i.set(false);
+                });
+                thread::yield_now();
+            }
+        });
+        let (i, s) = (inside.clone(), seen.clone());
+        let watcher = thread::spawn_local(move || {
+            for _ in 0..200 {
+                if i.get() {
+                    s.set(s.get() + 1);
+                }
+                thread::yield_now();
+            }
+        });
+        worker.join().unwrap();
+        watcher.join().unwrap();
+        seen.get()
+    });
+    assert_eq!(seen_inside, 0, "another activity ran inside a no-yield scope");
+}
+
+/// `spawn_local` from preemptive code, or off the workers, is an error.
+#[test]
+fn spawn_local_is_refused_where_it_would_be_unsound() {
+    let outside = Builder::new().spawn_local(|| ()).unwrap_err();
+    assert!(outside.to_string().contains("outside a worker"), "{outside}");
+    let rt = runtime(1, Duration::from_millis(2));
+    let h = Builder::new()
+        .spawn_on(rt.handle(), || Builder::new().spawn_local(|| ()).err().map(|e| e.to_string()))
+        .unwrap();
+    let e = h.join().unwrap().expect("spawn_local from a preemptive green thread was accepted");
+    assert!(e.contains("preemptible"), "{e}");
+    // From an activity it works, and so does joining.
+    let h = Builder::new().preemptive(false).spawn_on(rt.handle(), || thread::spawn_local(|| 5).join().unwrap()).unwrap();
+    assert_eq!(h.join().unwrap(), 5);
+}
