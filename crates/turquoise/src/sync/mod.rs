@@ -34,6 +34,7 @@
 mod condvar;
 pub mod event_count;
 pub mod fence;
+pub mod hazard;
 pub mod mpsc;
 mod mutex;
 mod once;
@@ -45,6 +46,7 @@ mod semaphore;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use event_count::{EventCount, Producer, Versions};
+pub use hazard::{HazAtomic, HazardPointer};
 pub use mutex::{Mutex, MutexGuard};
 pub use once::OnceLock;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
