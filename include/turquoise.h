@@ -382,6 +382,22 @@ int turq_sem_destroy(struct turq_sem_t *s);
 // others meanwhile.
 int turq_ec_init(struct turq_ec_t *ec);
 
+// Makes `ec` an event count at version 0 for one producer: an increment
+// nobody waits for is one plain (not `lock`ed) `xadd` on x86-64, and
+// waiters pay for it with an asymmetric fence before they sleep. 0 or
+// `EINVAL`.
+//
+// The contract: one thread at a time calls `turq_ec_inc` and `turq_ec_add`
+// on it (the producer may change threads, with the hand-over ordered by
+// some other synchronisation). Concurrent increments are not memory-unsafe
+// but may be lost, and with them the wake-ups they owed: a waiter may then
+// sleep until a later increment. The other functions may be called from
+// any thread.
+//
+// # Safety
+// As `turq_ec_init`.
+int turq_ec_init_single(struct turq_ec_t *ec);
+
 // Stores `ec`'s version in `*value` (it acquires what the increment that
 // made it released). 0 or `EINVAL`.
 //

@@ -294,6 +294,11 @@ static void bad_input(void) {
     CHECK(turq_ec_add(&e, 5) == 0 && turq_ec_wait(&e, 0, &now) == 0 && now == 5, "add: %u", now);
     CHECK(turq_ec_wait(&e, 4, NULL) == 0, "wait, no out");
     CHECK(turq_ec_destroy(&e) == 0 && turq_ec_inc(&e) == EINVAL, "destroyed ec");
+    CHECK(turq_ec_init_single(NULL) == EINVAL, "single NULL");
+    CHECK(turq_ec_init_single(&e) == 0 && turq_ec_add(&e, 3) == 0 && turq_ec_wait(&e, 0, &now) == 0 && now == 3, "single: %u", now);
+    CHECK(turq_ec_timedwait(&e, 3, &at, &now) == ETIMEDOUT, "single: timedwait");
+    CHECK(turq_mutex_lock((turq_mutex_t *)&e) == EINVAL, "an event count as a mutex");
+    CHECK(turq_ec_destroy(&e) == 0 && turq_ec_value(&e, &v) == EINVAL, "destroyed single ec");
 }
 
 int main(void) {
@@ -365,13 +370,14 @@ int main(void) {
         turq_t g;
         pthread_t p;
         void *waits;
-        int green_consumes = round % 2 == 0;
-        CHECK(turq_ec_destroy(&ec) == 0 && turq_ec_init(&ec) == 0, "ec");
+        int green_consumes = round % 2 == 0, single = round % 4 >= 2;
+        CHECK(turq_ec_destroy(&ec) == 0, "ec destroy");
+        CHECK((single ? turq_ec_init_single(&ec) : turq_ec_init(&ec)) == 0, "ec init");
         CHECK(green(green_consumes ? ec_consume : ec_produce, NULL, &g) == 0, "green");
         CHECK(pthread_create(&p, NULL, green_consumes ? ec_produce : ec_consume, NULL) == 0, "pthread");
         CHECK(turq_join(g, green_consumes ? &waits : NULL) == 0, "join");
         CHECK(pthread_join(p, green_consumes ? NULL : &waits) == 0, "join");
-        if (round < 2) printf("event count: %d values, %lu waits (%s consumer)\n", ec_items, (unsigned long)waits, green_consumes ? "green" : "pthread");
+        printf("event count%s: %d values, %lu waits (%s consumer)\n", single ? " (single producer)" : "", ec_items, (unsigned long)waits, green_consumes ? "green" : "pthread");
     }
     CHECK(turq_ec_destroy(&ec) == 0 && turq_mutex_destroy(&tm) == 0 && turq_cond_destroy(&tc) == 0, "destroy");
     CHECK(turq_mutex_destroy(&counter_m) == 0 && turq_cond_destroy(&not_empty) == 0, "destroy");

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::sync::{Condvar, EventCount, Semaphore};
+use crate::sync::{Condvar, EventCount, Semaphore, Versions};
 use crate::thread::{self, Builder, Exited, JoinHandle, StackOverflow};
 
 /// A green thread, as C sees it (0 is none).
@@ -547,6 +547,14 @@ impl Kind for EventCount {
     const MAGIC: u32 = 0x7465_7663; // "tevc"
     fn fresh() -> EventCount {
         EventCount::new()
+    }
+}
+
+/// A single-producer event count (`turq_ec_init_single`).
+impl Kind for Versions {
+    const MAGIC: u32 = 0x7465_7370; // "tesp"
+    fn fresh() -> Versions {
+        Versions::single_producer_raw()
     }
 }
 
@@ -1096,6 +1104,26 @@ pub unsafe extern "C" fn turq_ec_init(ec: *mut turq_ec_t) -> c_int {
     unsafe { init_obj(obj_of(ec), || Ok(EventCount::fresh())) }
 }
 
+/// Makes `ec` an event count at version 0 for one producer: an increment
+/// nobody waits for is one plain (not `lock`ed) `xadd` on x86-64, and
+/// waiters pay for it with an asymmetric fence before they sleep. 0 or
+/// `EINVAL`.
+///
+/// The contract: one thread at a time calls `turq_ec_inc` and `turq_ec_add`
+/// on it (the producer may change threads, with the hand-over ordered by
+/// some other synchronisation). Concurrent increments are not memory-unsafe
+/// but may be lost, and with them the wake-ups they owed: a waiter may then
+/// sleep until a later increment. The other functions may be called from
+/// any thread.
+///
+/// # Safety
+/// As `turq_ec_init`.
+#[no_mangle]
+pub unsafe extern "C" fn turq_ec_init_single(ec: *mut turq_ec_t) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { init_obj(obj_of(ec), || Ok(Versions::single_producer_raw())) }
+}
+
 /// Stores `ec`'s version in `*value` (it acquires what the increment that
 /// made it released). 0 or `EINVAL`.
 ///
@@ -1127,10 +1155,10 @@ pub unsafe extern "C" fn turq_ec_inc(ec: *mut turq_ec_t) -> c_int {
 pub unsafe extern "C" fn turq_ec_add(ec: *mut turq_ec_t, n: u32) -> c_int {
     // SAFETY: per the contract.
     unsafe {
-        with_obj(obj_of(ec), |x: &EventCount| {
-            x.add(n);
-            0
-        })
+        match is_single(ec) {
+            true => with_obj(obj_of(ec), |x: &Versions| ok(x.add_single(n))),
+            false => with_obj(obj_of(ec), |x: &EventCount| ok(x.add(n))),
+        }
     }
 }
 
@@ -1162,7 +1190,7 @@ pub unsafe extern "C" fn turq_ec_timedwait(ec: *mut turq_ec_t, old: u32, abstime
     };
     // SAFETY: per the contract.
     unsafe {
-        with_obj(obj_of(ec), |x: &EventCount| match x.wait_timeout(old, at.saturating_duration_since(Instant::now())) {
+        with_versions(ec, |x| match x.wait_timeout(old, at.saturating_duration_since(Instant::now())) {
             Some(v) => store(now, v),
             None => libc::ETIMEDOUT,
         })
@@ -1176,7 +1204,12 @@ pub unsafe extern "C" fn turq_ec_timedwait(ec: *mut turq_ec_t, old: u32, abstime
 #[no_mangle]
 pub unsafe extern "C" fn turq_ec_destroy(ec: *mut turq_ec_t) -> c_int {
     // SAFETY: per the contract.
-    unsafe { destroy_obj::<EventCount>(obj_of(ec)) }
+    unsafe {
+        match is_single(ec) {
+            true => destroy_obj::<Versions>(obj_of(ec)),
+            false => destroy_obj::<EventCount>(obj_of(ec)),
+        }
+    }
 }
 
 /// Runs `f` on the event count at `ec` and stores its result in `*out`
@@ -1184,9 +1217,38 @@ pub unsafe extern "C" fn turq_ec_destroy(ec: *mut turq_ec_t) -> c_int {
 ///
 /// # Safety
 /// As `turq_ec_wait`, `out` for `now`.
-unsafe fn ec_out(ec: *mut turq_ec_t, out: *mut u32, f: impl FnOnce(&EventCount) -> u32) -> c_int {
+unsafe fn ec_out(ec: *mut turq_ec_t, out: *mut u32, f: impl FnOnce(&Versions) -> u32) -> c_int {
     // SAFETY: per the contract.
-    unsafe { with_obj(obj_of(ec), |x: &EventCount| store(out, f(x))) }
+    unsafe { with_versions(ec, |x| store(out, f(x))) }
+}
+
+/// 0, whatever `_v` was (an add's old version, which C does not get).
+fn ok(_v: u32) -> c_int {
+    0
+}
+
+/// Whether `ec` looks like a single-producer event count now (a call then
+/// checks it again as it starts).
+///
+/// # Safety
+/// As `turq_ec_value`.
+unsafe fn is_single(ec: *mut turq_ec_t) -> bool {
+    // SAFETY: per the contract.
+    unsafe { slot(obj_of(ec)) }.is_some_and(|s| s.state.load(Ordering::Relaxed) == Versions::MAGIC)
+}
+
+/// Runs `f` on the waiting side of the event count at `ec`, of either flavour.
+///
+/// # Safety
+/// As `turq_ec_value`.
+unsafe fn with_versions(ec: *mut turq_ec_t, f: impl FnOnce(&Versions) -> c_int) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        match is_single(ec) {
+            true => with_obj(obj_of(ec), f),
+            false => with_obj(obj_of(ec), |x: &EventCount| f(x)),
+        }
+    }
 }
 
 /// Stores `v` in `*out` unless it is NULL; 0.
