@@ -6,8 +6,17 @@
  *   turq_create(&t, serve, conn);        // or turq_create_attr(&t, NULL, serve, conn)
  *   turq_join(t, NULL);
  *
- * Errors are return values (0 or an errno code), as with pthreads. Link with
+ * Errors are return values (0 or an errno code), as with pthreads, for every
+ * function here (turq_sem_* too, unlike sem_*: no -1 and errno). Link with
  * -lturquoise (it contains liblinger: do not link both).
+ *
+ * turq_mutex_t, turq_cond_t, turq_sem_t and turq_ec_t (an event count) are
+ * turquoise::sync's primitives: a green thread that waits on one parks (its
+ * worker runs other work), an OS thread blocks, on the same object. Their
+ * storage is the caller's; a NULL, uninitialised or destroyed object is
+ * refused with EINVAL, and destroying one that is locked or waited on with
+ * EBUSY. As with pthreads, destroying an object while another thread may
+ * still start a call on it, or moving or copying it, is the caller's error.
  */
 
 #ifndef TURQUOISE_H
@@ -17,14 +26,30 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 // `turq_join`'s value for a thread that was cancelled (as `PTHREAD_CANCELED`).
 #define TURQ_CANCELED ((void *)-1)
+
+// Static initialisers (as PTHREAD_MUTEX_INITIALIZER): the object is made at
+// its first use. The numbers are the kinds' magic numbers in ffi.rs.
+#define TURQ_MUTEX_INITIALIZER { { 0x746d7478u, 0, 0 } }
+#define TURQ_COND_INITIALIZER { { 0x74636e64u, 0, 0 } }
+#define TURQ_EC_INITIALIZER { { 0x74657663u, 0, 0 } }
 
 // `turq_attr_setdetachstate`: the thread can be joined (the default).
 #define TURQ_CREATE_JOINABLE 0
 
 // `turq_attr_setdetachstate`: nobody joins the thread; it is forgotten at its end.
 #define TURQ_CREATE_DETACHED 1
+
+// The largest value of a `turq_sem_t` (as `SEM_VALUE_MAX`).
+#define TURQ_SEM_VALUE_MAX (unsigned int)INT32_MAX
+
+// Condition variable attributes: none yet (pass NULL).
+typedef struct turq_condattr_t turq_condattr_t;
+
+// Mutex attributes: none yet (pass NULL).
+typedef struct turq_mutexattr_t turq_mutexattr_t;
 
 // A green thread, as C sees it (0 is none).
 typedef uint64_t turq_t;
@@ -43,6 +68,42 @@ typedef struct turq_attr_t {
   uint64_t slice_us;
   char name[32];
 } turq_attr_t;
+
+// The storage of a `turq_mutex_t`, `turq_cond_t`, `turq_sem_t` or
+// `turq_ec_t` (the fields are not part of the API; all are accessed
+// atomically once initialised).
+typedef struct turq_sync_object_t {
+  // The kind's magic number while initialised (`DYING` during a destroy,
+  // `DEAD` after it).
+  uint32_t state;
+  // Calls in progress on the object.
+  uint32_t users;
+  // The Rust object's `Box`, or 0 until the first use after a static initialiser.
+  uintptr_t obj;
+} turq_sync_object_t;
+
+// A mutex (`TURQ_MUTEX_INITIALIZER`, or `turq_mutex_init`): waiting parks
+// a green thread and blocks an OS thread. Error-checking: it records its
+// holder (the green thread, else the OS thread).
+typedef struct turq_mutex_t {
+  struct turq_sync_object_t o;
+} turq_mutex_t;
+
+// A condition variable (`TURQ_COND_INITIALIZER`, or `turq_cond_init`).
+typedef struct turq_cond_t {
+  struct turq_sync_object_t o;
+} turq_cond_t;
+
+// A counting semaphore (`turq_sem_init`).
+typedef struct turq_sem_t {
+  struct turq_sync_object_t o;
+} turq_sem_t;
+
+// An event count (`TURQ_EC_INITIALIZER`, or `turq_ec_init`): a version
+// number (modulo 2^31) that waiters sleep on until it changes.
+typedef struct turq_ec_t {
+  struct turq_sync_object_t o;
+} turq_ec_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,6 +221,229 @@ int turq_dump(int fd);
 // to stderr (or append them to `TURQ_DUMP_FILE`) and go on. 0, `EBUSY`
 // (already started), `EAGAIN`.
 int turq_runtime_init(uint32_t workers, uint64_t slice_us);
+
+// Makes `m` an unlocked mutex. `attr` must be NULL (no attributes yet).
+// 0 or `EINVAL`. Initialising a mutex in use is the caller's error (the
+// old one is leaked).
+//
+// # Safety
+// `m` is NULL or points to writable `turq_mutex_t` storage, not accessed
+// by others meanwhile.
+int turq_mutex_init(struct turq_mutex_t *m, const struct turq_mutexattr_t *attr);
+
+// Locks `m`: parks a green thread, blocks an OS thread, until it is free.
+// A green thread stopped by its slice while it holds it keeps it, and the
+// others of its worker that want it park (no worker is blocked). 0,
+// `EINVAL` (NULL, not initialised, destroyed), `EDEADLK` (the caller holds
+// it), `EIO` (the calling green thread was cancelled meanwhile: not held).
+//
+// # Safety
+// `m` is NULL or points to a `turq_mutex_t` (initialised or not).
+int turq_mutex_lock(struct turq_mutex_t *m);
+
+// Locks `m` if it is free now: 0, `EBUSY` (held, by the caller too), `EINVAL`.
+//
+// # Safety
+// As `turq_mutex_lock`.
+int turq_mutex_trylock(struct turq_mutex_t *m);
+
+// Locks `m`, waiting until the `CLOCK_REALTIME` time `abstime` at most
+// (as `pthread_mutex_timedlock`): 0, `ETIMEDOUT`, `EINVAL` (also for a
+// NULL or malformed `abstime`), `EDEADLK`, `EIO`.
+//
+// # Safety
+// As `turq_mutex_lock`; `abstime` is NULL or readable.
+int turq_mutex_timedlock(struct turq_mutex_t *m, const struct timespec *abstime);
+
+// Unlocks `m`: 0, `EPERM` (the caller does not hold it), `EINVAL`.
+//
+// # Safety
+// As `turq_mutex_lock`.
+int turq_mutex_unlock(struct turq_mutex_t *m);
+
+// Frees `m`'s resources: 0, `EBUSY` (locked, or a call on it is in
+// progress), `EINVAL` (not initialised, or already destroyed).
+//
+// # Safety
+// As `turq_mutex_lock`.
+int turq_mutex_destroy(struct turq_mutex_t *m);
+
+// Makes `c` a condition variable. `attr` must be NULL (no attributes yet:
+// timed waits take `CLOCK_REALTIME` times). 0 or `EINVAL`.
+//
+// # Safety
+// `c` is NULL or points to writable `turq_cond_t` storage, not accessed by
+// others meanwhile.
+int turq_cond_init(struct turq_cond_t *c, const struct turq_condattr_t *attr);
+
+// Unlocks `m` (which the caller holds), waits for a signal or broadcast
+// on `c` (parks a green thread, blocks an OS thread), and locks `m` again.
+// Wake-ups may be spurious: wait in a loop. 0, `EPERM` (the caller does
+// not hold `m`), `EINVAL`, `EIO` (the calling green thread was cancelled
+// meanwhile: `m` may not be held).
+//
+// # Safety
+// `c` and `m` are NULL or point to a `turq_cond_t` and a `turq_mutex_t`
+// (initialised or not).
+int turq_cond_wait(struct turq_cond_t *c, struct turq_mutex_t *m);
+
+// `turq_cond_wait` until the `CLOCK_REALTIME` time `abstime` at most:
+// `ETIMEDOUT` then (with `m` locked again), else as `turq_cond_wait`.
+//
+// # Safety
+// As `turq_cond_wait`; `abstime` is NULL or readable.
+int turq_cond_timedwait(struct turq_cond_t *c,
+                        struct turq_mutex_t *m,
+                        const struct timespec *abstime);
+
+// Wakes one waiter of `c`, if any. 0 or `EINVAL`.
+//
+// # Safety
+// `c` is NULL or points to a `turq_cond_t` (initialised or not).
+int turq_cond_signal(struct turq_cond_t *c);
+
+// Wakes every waiter of `c`. 0 or `EINVAL`.
+//
+// # Safety
+// As `turq_cond_signal`.
+int turq_cond_broadcast(struct turq_cond_t *c);
+
+// Frees `c`'s resources: 0, `EBUSY` (a thread waits on it), `EINVAL`.
+//
+// # Safety
+// As `turq_cond_signal`.
+int turq_cond_destroy(struct turq_cond_t *c);
+
+// Makes `s` a semaphore of value `value`. 0, or `EINVAL` (NULL, or
+// `value` above `TURQ_SEM_VALUE_MAX`). Unlike `sem_init`, the `turq_sem_*`
+// functions return the error number (0 on success), as pthread's do, and
+// leave `errno` alone.
+//
+// # Safety
+// `s` is NULL or points to writable `turq_sem_t` storage, not accessed by
+// others meanwhile.
+int turq_sem_init(struct turq_sem_t *s, unsigned int value);
+
+// Decrements `s`, waiting while it is 0 (parks a green thread, blocks an
+// OS thread; waiters are served in order). 0, `EINVAL`, `EIO` (the calling
+// green thread was cancelled meanwhile: not decremented).
+//
+// # Safety
+// `s` is NULL or points to a `turq_sem_t` (initialised or not).
+int turq_sem_wait(struct turq_sem_t *s);
+
+// Decrements `s` if it is above 0 now: 0, `EAGAIN`, `EINVAL`.
+//
+// # Safety
+// As `turq_sem_wait`.
+int turq_sem_trywait(struct turq_sem_t *s);
+
+// `turq_sem_wait` until the `CLOCK_REALTIME` time `abstime` at most:
+// `ETIMEDOUT` then, else as `turq_sem_wait` (`EINVAL` for a NULL or
+// malformed `abstime` too).
+//
+// # Safety
+// As `turq_sem_wait`; `abstime` is NULL or readable.
+int turq_sem_timedwait(struct turq_sem_t *s, const struct timespec *abstime);
+
+// Increments `s`, waking its first waiter if any: 0, `EOVERFLOW` (at
+// `TURQ_SEM_VALUE_MAX`; concurrent posts may pass it by as many as there
+// are posters), `EINVAL`.
+//
+// # Safety
+// As `turq_sem_wait`.
+int turq_sem_post(struct turq_sem_t *s);
+
+// Stores `s`'s value in `*value` (0 while threads wait). 0 or `EINVAL`.
+//
+// # Safety
+// As `turq_sem_wait`; `value` is NULL or writable.
+int turq_sem_getvalue(struct turq_sem_t *s, int *value);
+
+// Frees `s`'s resources: 0, `EBUSY` (a thread waits on it), `EINVAL`.
+//
+// # Safety
+// As `turq_sem_wait`.
+int turq_sem_destroy(struct turq_sem_t *s);
+
+// Makes `ec` an event count at version 0, for any number of producers.
+// 0 or `EINVAL`.
+//
+// An event count replaces a condition variable where the condition is
+// data written without a lock: a waiter reads the version
+// (`turq_ec_value`), looks at the data, and if it must wait calls
+// `turq_ec_wait` with the version it read; a producer changes the data,
+// then increments. A change in between is never missed: the wait returns
+// at once when the version is no longer the one given. An increment
+// nobody waits for is one atomic add.
+//
+// # Safety
+// `ec` is NULL or points to writable `turq_ec_t` storage, not accessed by
+// others meanwhile.
+int turq_ec_init(struct turq_ec_t *ec);
+
+// Makes `ec` an event count at version 0 for one producer: an increment
+// nobody waits for is one plain (not `lock`ed) `xadd` on x86-64, and
+// waiters pay for it with an asymmetric fence before they sleep. 0 or
+// `EINVAL`.
+//
+// The contract: one thread at a time calls `turq_ec_inc` and `turq_ec_add`
+// on it (the producer may change threads, with the hand-over ordered by
+// some other synchronisation). Concurrent increments are not memory-unsafe
+// but may be lost, and with them the wake-ups they owed: a waiter may then
+// sleep until a later increment. The other functions may be called from
+// any thread.
+//
+// # Safety
+// As `turq_ec_init`.
+int turq_ec_init_single(struct turq_ec_t *ec);
+
+// Stores `ec`'s version in `*value` (it acquires what the increment that
+// made it released). 0 or `EINVAL`.
+//
+// # Safety
+// `ec` is NULL or points to a `turq_ec_t` (initialised or not); `value`
+// is NULL or writable.
+int turq_ec_value(struct turq_ec_t *ec, uint32_t *value);
+
+// Adds one to `ec`'s version and wakes its waiters. 0 or `EINVAL`.
+//
+// # Safety
+// As `turq_ec_value`.
+int turq_ec_inc(struct turq_ec_t *ec);
+
+// Adds `n` (modulo 2^31) to `ec`'s version and wakes its waiters. 0 or
+// `EINVAL`.
+//
+// # Safety
+// As `turq_ec_value`.
+int turq_ec_add(struct turq_ec_t *ec, uint32_t n);
+
+// Waits until `ec`'s version is not `old` (parks a green thread, blocks
+// an OS thread; returns at once if it already differs) and stores the new
+// version in `*now` if `now` is not NULL. 0, `EINVAL`, `EIO` (the calling
+// green thread was cancelled meanwhile).
+//
+// # Safety
+// As `turq_ec_value`, with `now` NULL or writable.
+int turq_ec_wait(struct turq_ec_t *ec, uint32_t old, uint32_t *now);
+
+// `turq_ec_wait` until the `CLOCK_REALTIME` time `abstime` at most:
+// `ETIMEDOUT` then (`*now` untouched), else as `turq_ec_wait` (`EINVAL`
+// for a NULL or malformed `abstime` too).
+//
+// # Safety
+// As `turq_ec_wait`; `abstime` is NULL or readable.
+int turq_ec_timedwait(struct turq_ec_t *ec,
+                      uint32_t old,
+                      const struct timespec *abstime,
+                      uint32_t *now);
+
+// Frees `ec`'s resources: 0, `EBUSY` (a thread waits on it), `EINVAL`.
+//
+// # Safety
+// As `turq_ec_value`.
+int turq_ec_destroy(struct turq_ec_t *ec);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -72,6 +72,65 @@ static inline void spin_for_ns(uint64_t ns) {
     }
 }
 
+/* A critical section (the caller holds the lock) that updates *counter in
+ * two steps `ns` apart: fails if another thread is inside meanwhile. */
+static inline void counted_section(volatile int *inside, unsigned long *counter, uint64_t ns) {
+    CHECK(!*inside, "two threads inside the lock");
+    *inside = 1;
+    unsigned long v = *counter;
+    spin_for_ns(ns);
+    *counter = v + 1;
+    *inside = 0;
+}
+
+/* Defines `contend(arg)`, a thread function that takes the mutex `m`
+ * `rounds` times through the pthread-shaped API `api` and makes a
+ * counted_section of `ns` on `inside` and `counter` each time. */
+#define CONTEND_LOCKED(api, m, rounds, inside, counter, ns)     \
+    static void *contend(void *arg) {                           \
+        (void)arg;                                              \
+        for (int i = 0; i < (rounds); i++) {                    \
+            CHECK(api##_mutex_lock(&m) == 0, "lock");           \
+            counted_section(&inside, &counter, ns);             \
+            CHECK(api##_mutex_unlock(&m) == 0, "unlock");       \
+        }                                                       \
+        return NULL;                                            \
+    }
+
+/* A bounded FIFO of values for producer/consumer tests (the callers lock). */
+enum { FIFO_CAP = 4 };
+struct fifo {
+    unsigned long v[FIFO_CAP];
+    int head, len;
+};
+static inline void fifo_push(struct fifo *q, unsigned long v) { q->v[(q->head + q->len++) % FIFO_CAP] = v; }
+static inline unsigned long fifo_pop(struct fifo *q) {
+    unsigned long v = q->v[q->head];
+    q->head = (q->head + 1) % FIFO_CAP;
+    q->len--;
+    return v;
+}
+
+/* Defines `put(v)` and `take()` on the struct fifo `q`, which the mutex `m`
+ * guards, with the condition variables `not_empty` and `not_full`, through
+ * the pthread-shaped API `api` (pthread or turq: api##_mutex_lock...). */
+#define FIFO_LOCKED(api, q, m, not_empty, not_full)                                    \
+    static void put(unsigned long v) {                                                 \
+        CHECK(api##_mutex_lock(&m) == 0, "lock");                                      \
+        while (q.len == FIFO_CAP) CHECK(api##_cond_wait(&not_full, &m) == 0, "wait");  \
+        fifo_push(&q, v);                                                              \
+        CHECK(api##_cond_signal(&not_empty) == 0, "signal");                           \
+        CHECK(api##_mutex_unlock(&m) == 0, "unlock");                                  \
+    }                                                                                  \
+    static unsigned long take(void) {                                                  \
+        CHECK(api##_mutex_lock(&m) == 0, "lock");                                      \
+        while (q.len == 0) CHECK(api##_cond_wait(&not_empty, &m) == 0, "wait");        \
+        unsigned long v = fifo_pop(&q);                                                \
+        CHECK(api##_cond_signal(&not_full) == 0, "signal");                            \
+        CHECK(api##_mutex_unlock(&m) == 0, "unlock");                                  \
+        return v;                                                                      \
+    }
+
 /* Pure computation (no libc calls), so it can be preempted anywhere. */
 static inline uint64_t mix(uint64_t n) {
     volatile uint64_t acc = 0;

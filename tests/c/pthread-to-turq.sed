@@ -18,4 +18,12 @@ s/\bpthread_cancel\b/turq_cancel/g
 s/\bpthread_exit\b/turq_exit/g
 s/\bsched_yield\b/turq_yield/g
 s/\bpthread_t\b/turq_t/g
+# Mutexes and condition variables: same parameters and return values
+# (pthread_mutexattr_t and pthread_condattr_t have no counterpart yet, so a
+# program that uses them does not compile once ported). sem_* stays as it
+# is: turq_sem_* return the error number instead of -1 and errno.
+s/\bpthread_mutex_\(t\|init\|lock\|trylock\|timedlock\|unlock\|destroy\)\b/turq_mutex_\1/g
+s/\bpthread_cond_\(t\|init\|wait\|timedwait\|signal\|broadcast\|destroy\)\b/turq_cond_\1/g
+s/\bPTHREAD_MUTEX_INITIALIZER\b/TURQ_MUTEX_INITIALIZER/g
+s/\bPTHREAD_COND_INITIALIZER\b/TURQ_COND_INITIALIZER/g
 s|#include <pthread.h>|#include "turquoise.h"|

@@ -30,48 +30,17 @@ enum { ROUNDS = 50 };
 
 /* Takes the mutex ROUNDS times, holding it ~0.5 ms (five 100 us slices)
  * while it updates the counter in two steps. */
-static void *contend(void *arg) {
-    (void)arg;
-    for (int i = 0; i < ROUNDS; i++) {
-        CHECK(pthread_mutex_lock(&m) == 0, "lock");
-        CHECK(!inside, "two threads inside the mutex");
-        inside = 1;
-        unsigned long v = counter;
-        spin_us(500);
-        counter = v + 1;
-        inside = 0;
-        CHECK(pthread_mutex_unlock(&m) == 0, "unlock");
-    }
-    return NULL;
-}
+CONTEND_LOCKED(pthread, m, ROUNDS, inside, counter, 500000)
 
 /* A bounded queue: the producer waits while it is full, consumers while it
  * is empty; a 0 tells a consumer to stop. */
-enum { CAP = 4, ITEMS = 3000, CONSUMERS = 3 };
+enum { ITEMS = 3000, CONSUMERS = 3 };
 static pthread_mutex_t qm = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t not_empty = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t not_full = PTHREAD_COND_INITIALIZER;
-static unsigned long queue[CAP];
-static int head, len;
+static struct fifo q;
 
-static void put(unsigned long v) {
-    CHECK(pthread_mutex_lock(&qm) == 0, "lock");
-    while (len == CAP) CHECK(pthread_cond_wait(&not_full, &qm) == 0, "wait not_full");
-    queue[(head + len++) % CAP] = v;
-    CHECK(pthread_cond_signal(&not_empty) == 0, "signal");
-    CHECK(pthread_mutex_unlock(&qm) == 0, "unlock");
-}
-
-static unsigned long take(void) {
-    CHECK(pthread_mutex_lock(&qm) == 0, "lock");
-    while (len == 0) CHECK(pthread_cond_wait(&not_empty, &qm) == 0, "wait not_empty");
-    unsigned long v = queue[head];
-    head = (head + 1) % CAP;
-    len--;
-    CHECK(pthread_cond_signal(&not_full) == 0, "signal");
-    CHECK(pthread_mutex_unlock(&qm) == 0, "unlock");
-    return v;
-}
+FIFO_LOCKED(pthread, q, qm, not_empty, not_full)
 
 static int items;
 
@@ -112,7 +81,7 @@ int main(void) {
     items = reduced() ? 200 : ITEMS;
     for (int round = 0; round < iters(5); round++) {
         turq_t p, c[CONSUMERS];
-        head = len = 0;
+        q.head = q.len = 0;
         for (int i = 0; i < CONSUMERS; i++) CHECK(turq_create(&c[i], consume, NULL) == 0, "consumer %d", i);
         CHECK(turq_create(&p, produce, NULL) == 0, "producer");
         unsigned long total = 0;

@@ -59,10 +59,7 @@ impl Condvar {
     /// mutex again. `Err` if the mutex is poisoned when taken again.
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
         let mutex = guard.mutex();
-        let mut notified = pin!(self.notify.notified());
-        notified.as_mut().enable();
-        drop(guard);
-        super::wait(self.addr(), notified);
+        self.release_and_wait(|| drop(guard), None);
         mutex.lock()
     }
 
@@ -98,12 +95,33 @@ impl Condvar {
         timeout: Duration,
     ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
         let mutex = guard.mutex();
-        let deadline = deadline(timeout);
+        let timed_out = self.release_and_wait(|| drop(guard), Some(super::deadline(timeout)));
+        relock(mutex, WaitTimeoutResult(timed_out))
+    }
+
+    /// Releases `mutex` (held by the caller through one of its `_raw`
+    /// methods: the C API), waits for a notification until `deadline` if
+    /// any, and takes it again. Whether the deadline passed first.
+    pub(crate) fn wait_raw<T: ?Sized>(&self, mutex: &Mutex<T>, deadline: Option<Instant>) -> bool {
+        let timed_out = self.release_and_wait(|| mutex.unlock_raw(), deadline);
+        mutex.lock_raw();
+        timed_out
+    }
+
+    /// Registers as a waiter, runs `release` (which gives the mutex back),
+    /// then waits for a notification until `deadline` if any: whether the
+    /// deadline passed first.
+    fn release_and_wait(&self, release: impl FnOnce(), deadline: Option<Instant>) -> bool {
         let mut notified = pin!(self.notify.notified());
         notified.as_mut().enable();
-        drop(guard);
-        let timed_out = super::wait_until(self.addr(), deadline, notified).is_none();
-        relock(mutex, WaitTimeoutResult(timed_out))
+        release();
+        match deadline {
+            Some(d) => super::wait_until(self.addr(), d, notified).is_none(),
+            None => {
+                super::wait(self.addr(), notified);
+                false
+            }
+        }
     }
 
     /// Waits while `condition` holds, for at most `timeout` in all.
@@ -113,7 +131,7 @@ impl Condvar {
         timeout: Duration,
         mut condition: impl FnMut(&mut T) -> bool,
     ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
-        let deadline = deadline(timeout);
+        let deadline = super::deadline(timeout);
         while condition(&mut *guard) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -144,13 +162,6 @@ impl Condvar {
     fn addr(&self) -> *const () {
         self as *const Condvar as *const ()
     }
-}
-
-/// `now + timeout`, or far in the future for a huge timeout.
-fn deadline(timeout: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(timeout)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 fn relock<T: ?Sized>(

@@ -117,6 +117,26 @@ impl Versions {
         Wait { on: self, old, key: None }
     }
 
+    /// The waiting side of a single-producer event count whose producer
+    /// is C code that increments with [`Versions::add_single`].
+    pub(crate) fn single_producer_raw() -> Versions {
+        Versions::new(cfg!(target_arch = "x86_64"))
+    }
+
+    /// [`Producer::add`] (on a single-producer event count's `Versions`).
+    /// Meant for one caller at a time (the C API's contract): concurrent
+    /// callers race as the plain add does with the waiters' flag, on the
+    /// one word, which only ever changes as a whole, and may lose
+    /// increments and the wake-ups they owed; nothing else is shared.
+    #[inline]
+    pub(crate) fn add_single(&self, n: u32) -> u32 {
+        let old = plain_add(&self.word, n.wrapping_shl(1));
+        if old & SLEEPERS != 0 {
+            self.wake_all();
+        }
+        old >> 1
+    }
+
     fn address(&self) -> *const () {
         self as *const Versions as *const ()
     }
@@ -358,11 +378,7 @@ impl Producer {
     /// Adds `n` (modulo 2^31) to the version, as [`Producer::increment`].
     #[inline]
     pub fn add(&mut self, n: u32) -> u32 {
-        let old = plain_add(&self.versions.word, n.wrapping_shl(1));
-        if old & SLEEPERS != 0 {
-            self.versions.wake_all();
-        }
-        old >> 1
+        self.versions.add_single(n)
     }
 
     /// The waiting side.

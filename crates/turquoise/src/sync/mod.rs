@@ -53,7 +53,7 @@ pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Barrier, BarrierWaitResult, Semaphore, SemaphorePermit, TooManyPermits};
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::thread::Cause;
 
@@ -67,4 +67,10 @@ pub(crate) fn wait<F: Future>(on: *const (), fut: F) -> F::Output {
 /// [`wait`] until `deadline`: `None` if the wait was still pending then.
 pub(crate) fn wait_until<F: Future>(on: *const (), deadline: Instant, fut: F) -> Option<F::Output> {
     crate::thread::block_on_until_as(Cause::Sync, on as usize as u64, deadline, fut)
+}
+
+/// `now + timeout`, or far in the future for a huge timeout.
+pub(crate) fn deadline(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }

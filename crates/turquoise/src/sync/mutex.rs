@@ -86,10 +86,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// Like `std::sync::Mutex`, locking it again from its holder deadlocks.
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        match self.sem.try_acquire() {
-            Ok(p) => p.forget(),
-            Err(_) => super::wait(self as *const Self as *const (), self.acquire()),
-        }
+        self.lock_raw();
         self.guard()
     }
 
@@ -101,9 +98,8 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Acquires the lock if it is free now.
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
-        match self.sem.try_acquire() {
-            Ok(p) => p.forget(),
-            Err(_) => return Err(TryLockError::WouldBlock),
+        if !self.try_lock_raw() {
+            return Err(TryLockError::WouldBlock);
         }
         self.guard().map_err(TryLockError::Poisoned)
     }
@@ -140,7 +136,41 @@ impl<T: ?Sized> Mutex<T> {
     /// Gives the lock back (the guard's drop, and `Condvar` waits).
     pub(super) fn unlock(&self, poison: &poison::Guard) {
         self.poisoned.mark_if_panicked(poison);
+        self.unlock_raw();
+    }
+
+    /// Takes the lock without a guard (the C API, which records its holder
+    /// itself): parks a green thread, blocks an OS thread. The caller gives
+    /// it back with [`Mutex::unlock_raw`].
+    pub(crate) fn lock_raw(&self) {
+        if !self.try_lock_raw() {
+            super::wait(self.addr(), self.acquire());
+        }
+    }
+
+    /// [`Mutex::lock_raw`] if the lock is free now: whether it was taken.
+    pub(crate) fn try_lock_raw(&self) -> bool {
+        self.sem.try_acquire().map(|p| p.forget()).is_ok()
+    }
+
+    /// [`Mutex::lock_raw`] until `deadline`: whether it was taken.
+    pub(crate) fn lock_raw_until(&self, deadline: std::time::Instant) -> bool {
+        self.try_lock_raw() || super::wait_until(self.addr(), deadline, self.acquire()).is_some()
+    }
+
+    /// Gives back a lock taken by one of the `_raw` methods (or a
+    /// forgotten guard), without poisoning.
+    pub(crate) fn unlock_raw(&self) {
         self.sem.add_permits(1);
+    }
+
+    /// Whether someone holds the lock now.
+    pub(crate) fn is_locked(&self) -> bool {
+        self.sem.available_permits() == 0
+    }
+
+    fn addr(&self) -> *const () {
+        self as *const Self as *const ()
     }
 }
 

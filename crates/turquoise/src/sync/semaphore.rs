@@ -50,6 +50,16 @@ impl Semaphore {
         SemaphorePermit { inner }
     }
 
+    /// [`acquire`](Semaphore::acquire) until `deadline`: `None` if the
+    /// permits were not free by then.
+    pub(crate) fn acquire_until(&self, n: u32, deadline: std::time::Instant) -> Option<SemaphorePermit<'_>> {
+        if let Some(p) = self.try_acquire(n) {
+            return Some(p);
+        }
+        let inner = super::wait_until(self as *const Self as *const (), deadline, self.inner.acquire_many(n))?.expect("never closed");
+        Some(SemaphorePermit { inner })
+    }
+
     /// [`acquire`](Semaphore::acquire), for async code.
     pub async fn acquire_async(&self, n: u32) -> SemaphorePermit<'_> {
         SemaphorePermit { inner: self.inner.acquire_many(n).await.expect("never closed") }
