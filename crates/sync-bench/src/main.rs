@@ -61,7 +61,10 @@ fn ck(dir: &Path, s: Sizes, good: usize) -> Result<Vec<Row>, String> {
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/ck_bench.c");
     let exe = bench_util::run::build_c(&src, &dir.join("ck_bench"), &["-lck"]).map_err(|e| format!("{e}: the ck columns are skipped"))?;
-    run_peer(&exe, &[s.batches, s.n, s.rounds, good].map(|v| v.to_string()), &[], "")
+    let mut rows = run_peer(&exe, &[s.batches, s.n, s.rounds, good].map(|v| v.to_string()), &[], "")?;
+    // Its plain store, fetch_add and bare futex, apart from ours.
+    rows.iter_mut().filter(|r| !r.name.starts_with("ck_")).for_each(|r| r.name.push_str(" (C)"));
+    Ok(rows)
 }
 
 /// Go's side: `go/main.go` built and run (locks), and green-bench's Go
@@ -221,10 +224,8 @@ fn report(r: &Run) -> String {
     let mut names: Vec<String> = r.names("inc_ns");
     names.dedup();
     let _ = writeln!(md, "| increment | ns | TSC cycles |\n|---|---:|---:|");
-    for (i, n) in names.iter().enumerate() {
-        // The C harness's rows come after ours; its plain store and fetch_add are marked.
-        let label = if i >= 4 && !n.starts_with("ck_") { format!("{n} (C)") } else { n.clone() };
-        let _ = writeln!(md, "| {label} | {} | {} |", cell(r.get("inc_ns", n), false), cycles(r.get("inc_cycles", n)));
+    for n in &names {
+        let _ = writeln!(md, "| {n} | {} | {} |", cell(r.get("inc_ns", n), false), cycles(r.get("inc_cycles", n)));
     }
     md.push('\n');
 
