@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green bench-sync header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -146,6 +146,18 @@ bench-gotcha:
 bench-green:
 	$(CARGO) build --release -p green-bench
 	$${CARGO_TARGET_DIR:-target}/release/green-bench --write-docs
+
+# Issue 13's benchmarks of turquoise::sync: event counts against Concurrency
+# Kit's ck_ec (crates/sync-bench/c/ck_bench.c, built with `cc ... -lck` when
+# the benchmark runs; needs libck-dev, else the ck columns are skipped with
+# a note: `apt-get install libck-dev`), asymmetric fences, locks and
+# channels against std, parking_lot, crossbeam, tokio and Go (built from
+# crates/sync-bench/go with `go build`, skipped when `go` is missing); about
+# 2 minutes; replaces section 10 of docs/benchmarks.md (`--quick`: a few
+# seconds, stdout only).
+bench-sync:
+	$(CARGO) build --release -p sync-bench
+	$${CARGO_TARGET_DIR:-target}/release/sync-bench --write-docs
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger

@@ -2,8 +2,12 @@
 //! text from its marker line to the next program's marker: one of them
 //! rewrites its part and keeps the others'.
 
-/// Where green-bench's section (9) starts; it runs to the end.
+/// Where green-bench's section (9) starts; it runs to green-bench's notes
+/// (which run to the next marker: [`SYNC_MARKER`]).
 pub const GREEN_MARKER: &str = "<!-- green-bench: everything below is written by `make bench-green` (green-bench --write-docs) -->";
+
+/// Where sync-bench's section (10) starts; it runs to the end.
+pub const SYNC_MARKER: &str = "<!-- sync-bench: everything below is written by `make bench-sync` (sync-bench --write-docs) -->";
 
 /// `old` with what follows `marker` replaced by `body`, up to the first of
 /// the `later` markers after it (those sections are kept) or the end. A

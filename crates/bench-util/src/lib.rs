@@ -1,10 +1,13 @@
 //! What the benchmark crates share (turquoise-bench, gotcha-bench,
 //! green-bench): pinning to a CPU, the one-line machine description, the
 //! calibrated spin that stands for a request's work, the table that mixes
-//! long requests among short ones, raising the descriptor limit, and
-//! replacing one section of `docs/benchmarks.md` while keeping the others.
+//! long requests among short ones, raising the descriptor limit,
+//! replacing one section of `docs/benchmarks.md` while keeping the others,
+//! and ([`run`]) building and running the Go and C peers, the commit and
+//! tool versions a run records, and the median and spread of samples.
 
 pub mod docs;
+pub mod run;
 
 use std::time::Instant;
 

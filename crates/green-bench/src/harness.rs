@@ -33,33 +33,10 @@ fn pinned(mut cmd: Command, cpu: usize) -> Command {
 /// The Go program, built into `dir` (None with the reason when it cannot
 /// be: no `go`, or the build failed).
 pub fn build_go(dir: &Path) -> Result<PathBuf, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("go/main.go");
-    let out = dir.join("green-bench-go");
-    let o = Command::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .map_err(|e| format!("`go` cannot be run ({e})"))?;
-    if !o.status.success() {
-        return Err(format!("`go build` failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
-    }
-    Ok(out)
+    bench_util::run::build_go(&Path::new(env!("CARGO_MANIFEST_DIR")).join("go/main.go"), &dir.join("green-bench-go"))
 }
 
-/// `go version`, or why there is none.
-pub fn go_version() -> String {
-    Command::new("go")
-        .arg("version")
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().trim_start_matches("go version ").to_owned())
-        .unwrap_or_else(|| "not installed".into())
-}
+pub use bench_util::run::go_version;
 
 /// A server started for one point, killed when dropped.
 pub struct Server {

@@ -236,24 +236,15 @@ fn sysctl(path: &str) -> String {
     std::fs::read_to_string(format!("/proc/sys/{path}")).map(|s| s.trim().to_owned()).unwrap_or_else(|_| "?".into())
 }
 
-fn command(cmd: &str, args: &[&str]) -> Option<String> {
-    let o = std::process::Command::new(cmd).args(args).output().ok()?;
-    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-}
-
 impl Results {
     pub fn new(_o: &Opts) -> Results {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let root = root.to_string_lossy();
-        let commit = command("git", &["-C", &root, "rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-        let dirty = command("git", &["-C", &root, "status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
         Results {
             machine: bench_util::machine(),
-            rustc: command("rustc", &["--version"]).unwrap_or_else(|| "?".into()),
+            rustc: bench_util::run::rustc(),
             go_version: crate::harness::go_version(),
             go_note: None,
-            date: command("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]).unwrap_or_default(),
-            commit: if dirty { format!("{commit} (with uncommitted changes)") } else { commit },
+            date: bench_util::run::date(),
+            commit: bench_util::run::commit(),
             load_start: bench_util::loadavg(),
             load_end: String::new(),
             others: (0.0, 0.0),
