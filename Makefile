@@ -12,6 +12,7 @@ tour: deps
 	$(CARGO) run --release -q -p linger --example tour
 	$(CARGO) run --release -q -p turquoise --example hol_tour
 	$(CARGO) run --release -q -p turquoise --example green_tour
+	$(CARGO) run --release -q -p turquoise --example sync_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
 TEST_PARTS = test-rust test-c test-install test-run test-as-safe test-compat test-valgrind
