@@ -48,15 +48,17 @@ fn fetch_add(w: &AtomicU32, n: usize) {
     black_box(acc);
 }
 
+/// `n` multi-producer increments (also the `ec_ab` example's).
 #[inline(never)]
-fn mp(ec: &EventCount, n: usize) {
+pub fn mp(ec: &EventCount, n: usize) {
     for _ in 0..n {
         ec.increment();
     }
 }
 
+/// `n` single-producer increments (also the `ec_ab` example's).
 #[inline(never)]
-fn sp(p: &mut Producer, n: usize) {
+pub fn sp(p: &mut Producer, n: usize) {
     for _ in 0..n {
         p.increment();
     }

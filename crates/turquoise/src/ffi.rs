@@ -1105,9 +1105,9 @@ pub unsafe extern "C" fn turq_ec_init(ec: *mut turq_ec_t) -> c_int {
 }
 
 /// Makes `ec` an event count at version 0 for one producer: an increment
-/// nobody waits for is one plain (not `lock`ed) `xadd` on x86-64, and
-/// waiters pay for it with an asymmetric fence before they sleep. 0 or
-/// `EINVAL`.
+/// nobody waits for is one plain (not `lock`ed) `add` on x86-64 and a
+/// branch on the CPU flags it set, and waiters pay for it with an
+/// asymmetric fence before they sleep. 0 or `EINVAL`.
 ///
 /// The contract: one thread at a time calls `turq_ec_inc` and `turq_ec_add`
 /// on it (the producer may change threads, with the hand-over ordered by

@@ -282,6 +282,63 @@ fn single_producer_with_mprotect_fences() {
     turquoise::sync::fence::use_mechanism(turquoise::sync::fence::Mechanism::MembarrierExpedited);
 }
 
+/// The last version before the wrap-around (versions count modulo 2^31).
+const TOP: u32 = (1 << 31) - 1;
+
+/// Through the wrap-around with nobody waiting: versions count on modulo
+/// 2^31, the carry into the flag bit leaves no flag behind (no wake-up owed
+/// by the next increment, nothing that keeps waking a later waiter).
+fn wraps(v: &Versions, mut add: impl FnMut(u32) -> u32) {
+    assert_eq!(v.value(), TOP - 1);
+    assert_eq!(add(1), TOP - 1);
+    assert_eq!(add(1), TOP);
+    assert_eq!((v.value(), v.flagged()), (0, false));
+    assert_eq!(add(5), 0);
+    assert_eq!(add(TOP), 5);
+    assert_eq!((v.value(), v.flagged()), (4, false));
+    assert_eq!(add(u32::MAX), 4, "n counts modulo 2^31 too");
+    assert_eq!((v.value(), v.flagged()), (3, false));
+    assert_eq!(v.wait_timeout(3, Duration::from_millis(20)), None, "no change, no wake-up");
+    assert_eq!(v.wait_timeout(TOP, Duration::from_millis(20)), Some(3));
+}
+
+#[test]
+fn versions_wrap_around() {
+    assert_eq!(EventCount::starting_at(u32::MAX).value(), TOP);
+    let ec = EventCount::starting_at(TOP - 1);
+    wraps(&ec, |n| ec.add(n));
+    let (mut p, v) = EventCount::single_producer_at(TOP - 1);
+    wraps(&v, |n| p.add(n));
+}
+
+/// A waiter asleep on version `at` (the flag set) is woken by `add`, which
+/// moves the version to `to` (through the wrap-around or not).
+fn wakes_across_wrap<V: AsRef<Versions> + Send + Sync + 'static>(v: Arc<V>, at: u32, to: u32, add: impl FnOnce() -> u32) {
+    let _dog = Watchdog::arm("wake-up across the wrap-around");
+    assert_eq!((*v).as_ref().value(), at);
+    let w = v.clone();
+    let waiter = std::thread::spawn(move || (*w).as_ref().wait(at));
+    while !(*v).as_ref().flagged() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(add(), at);
+    assert_eq!(waiter.join().unwrap(), to);
+    assert_eq!(((*v).as_ref().value(), (*v).as_ref().flagged()), (to, false));
+}
+
+#[test]
+fn sleepers_woken_across_the_wrap_around() {
+    // (version waited on, what is added, version after)
+    for (at, n, to) in [(TOP, 1, 0), (TOP - 1, 1, TOP), (TOP - 2, 5, 2), (5, TOP, 4)] {
+        let ec = Arc::new(EventCount::starting_at(at));
+        let e = ec.clone();
+        wakes_across_wrap(ec, at, to, move || e.add(n));
+        let (mut p, v) = EventCount::single_producer_at(at);
+        wakes_across_wrap(v, at, to, move || p.add(n));
+    }
+}
+
 /// What an increment costs with nobody waiting (printed, not asserted).
 #[test]
 fn increment_costs() {

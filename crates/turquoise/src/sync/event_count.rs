@@ -17,18 +17,22 @@
 //! the version it read: a change in between is never missed, since the
 //! wait returns at once when the version is no longer the one given.
 //!
-//! The version lives in one 32-bit word with a "someone sleeps" flag in its
-//! low bit (so versions count modulo 2^31). An increment adds 2 and looks at
-//! the flag in the value it replaced: clear, that is all; set, it clears the
-//! flag and wakes every waiter (OS threads sleep on a futex on the word;
-//! green threads and async tasks leave a `Waker` in a list). A waiter sets
-//! the flag with a compare-and-swap on the version it waits on, then sleeps
-//! only while the word still holds that version with the flag.
+//! The version lives in the low 31 bits of one 32-bit word, a "someone
+//! sleeps" flag in its top (sign) bit (so versions count modulo 2^31). An
+//! increment adds to the word and looks at the flag before and after:
+//! both clear, that is all; else it clears the flag and wakes every waiter
+//! (OS threads sleep on a futex on the word; green threads and async tasks
+//! leave a `Waker` in a list). A version that wraps around carries into
+//! the flag: that increment wakes nobody in particular and clears it. A
+//! waiter sets the flag with a compare-and-swap on the version it waits
+//! on, then sleeps only while the word still holds that version with the
+//! flag.
 //!
 //! [`EventCount`] is for any number of producers (an atomic add). The
 //! single producer of [`EventCount::single_producer`] increments with one
-//! plain x86 instruction (`xadd` without `lock`); its waiters pay for that
-//! with an asymmetric fence ([`super::fence::heavy`]) before they sleep.
+//! plain x86 instruction (`add` without `lock`, then a branch on the sign
+//! and carry it left in the CPU flags); its waiters pay for that with an
+//! asymmetric fence ([`super::fence::heavy`]) before they sleep.
 //! `docs/safety.md`, "Event counts and asymmetric fences", gives the
 //! argument.
 
@@ -44,8 +48,11 @@ use std::time::{Duration, Instant};
 
 use super::fence;
 
-/// The "someone sleeps" flag, in the word's low bit.
-const SLEEPERS: u32 = 1;
+/// The "someone sleeps" flag, in the word's top (sign) bit.
+const SLEEPERS: u32 = 1 << 31;
+
+/// The version's bits, below the flag.
+const VERSION: u32 = !SLEEPERS;
 
 /// How many times a waiter looks at the word before it sets the flag.
 const SPINS: u32 = 64;
@@ -54,7 +61,7 @@ const SPINS: u32 = 64;
 /// reference or `Arc`. An [`EventCount`] derefs to it; a single producer's
 /// waiters hold it in an `Arc`.
 pub struct Versions {
-    /// Version << 1 | [`SLEEPERS`].
+    /// [`SLEEPERS`] | version.
     word: AtomicU32,
     /// Incremented by a plain (not atomic) read-modify-write: waiters fence
     /// with [`fence::heavy`] before they sleep.
@@ -67,14 +74,23 @@ pub struct Versions {
 static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
 
 impl Versions {
-    const fn new(plain: bool) -> Versions {
-        Versions { word: AtomicU32::new(0), plain, wakers: Mutex::new(Vec::new()) }
+    const fn new(plain: bool, version: u32) -> Versions {
+        Versions { word: AtomicU32::new(version & VERSION), plain, wakers: Mutex::new(Vec::new()) }
     }
 
     /// The current version (0 at first; modulo 2^31). Reading it acquires
     /// what the increment that made it released.
+    #[inline]
     pub fn value(&self) -> u32 {
-        self.word.load(Ordering::Acquire) >> 1
+        self.word.load(Ordering::Acquire) & VERSION
+    }
+
+    /// Whether the word holds the "someone sleeps" flag (for tests: it is
+    /// cleared by the increment after it was set, or by the one that set it
+    /// when its version wrapped around).
+    #[doc(hidden)]
+    pub fn flagged(&self) -> bool {
+        self.word.load(Ordering::Acquire) & SLEEPERS != 0
     }
 
     /// Waits until the version is not `old` and returns the new one: a green
@@ -120,7 +136,7 @@ impl Versions {
     /// The waiting side of a single-producer event count whose producer
     /// is C code that increments with [`Versions::add_single`].
     pub(crate) fn single_producer_raw() -> Versions {
-        Versions::new(cfg!(target_arch = "x86_64"))
+        Versions::new(cfg!(target_arch = "x86_64"), 0)
     }
 
     /// [`Producer::add`] (on a single-producer event count's `Versions`).
@@ -130,11 +146,15 @@ impl Versions {
     /// increments and the wake-ups they owed; nothing else is shared.
     #[inline]
     pub(crate) fn add_single(&self, n: u32) -> u32 {
-        let old = plain_add(&self.word, n.wrapping_shl(1));
-        if old & SLEEPERS != 0 {
-            self.wake_all();
-        }
-        old >> 1
+        let n = n & VERSION;
+        plain_add(self, n);
+        // Only the producer changes the version bits (a waiter's
+        // compare-and-swap writes back the version it compared, a wake
+        // only clears the flag), and it reads its own last store: the
+        // version it just made, less `n`, is the one it replaced. The
+        // compiler keeps this load (atomic) but it costs next to nothing
+        // (forwarded from the add's store).
+        self.word.load(Ordering::Relaxed).wrapping_sub(n) & VERSION
     }
 
     fn address(&self) -> *const () {
@@ -157,11 +177,11 @@ impl Versions {
     /// changed, `None` when the word holds `old` with the flag set and any
     /// later increment will see the flag.
     fn arm(&self, old: u32) -> Option<u32> {
-        let flagged = old.wrapping_shl(1) | SLEEPERS;
+        let flagged = old | SLEEPERS;
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
-            if cur >> 1 != old {
-                return Some(cur >> 1);
+            if cur & VERSION != old {
+                return Some(cur & VERSION);
             }
             if cur & SLEEPERS == 0 {
                 if let Err(now) = self.word.compare_exchange_weak(cur, flagged, Ordering::AcqRel, Ordering::Acquire) {
@@ -200,18 +220,20 @@ impl Versions {
                 },
                 None => None,
             };
-            futex_wait(&self.word, old.wrapping_shl(1) | SLEEPERS, left);
+            futex_wait(&self.word, old | SLEEPERS, left);
         }
     }
 
-    /// After an increment that replaced a flagged word: clears the flag and
-    /// wakes everyone (waiters that still want to sleep set it again).
+    /// After an increment that replaced a flagged word, or carried into
+    /// the flag: clears the flag and wakes everyone (waiters that still
+    /// want to sleep set it again).
     #[cold]
+    #[inline(never)]
     fn wake_all(&self) {
         // Cleared before the wake: a waiter whose futex wait starts later
         // finds the word changed; one that set the flag since (on the new
         // version) finds it cleared and sets it again.
-        self.word.fetch_and(!SLEEPERS, Ordering::AcqRel);
+        self.word.fetch_and(VERSION, Ordering::AcqRel);
         futex_wake(&self.word);
         let wakers = linger::critical(|| std::mem::take(&mut *self.lock()));
         for (_, w) in wakers {
@@ -316,22 +338,31 @@ impl Deref for EventCount {
 impl EventCount {
     /// At version 0.
     pub const fn new() -> EventCount {
-        EventCount { versions: Versions::new(false) }
+        EventCount::starting_at(0)
+    }
+
+    /// At `version` (modulo 2^31), for tests of the wrap-around.
+    #[doc(hidden)]
+    pub const fn starting_at(version: u32) -> EventCount {
+        EventCount { versions: Versions::new(false, version) }
     }
 
     /// Adds one to the version and wakes whoever waits; returns the
-    /// version it replaced. No waiter: one atomic add.
+    /// version it replaced. No waiter: one atomic add and a test.
+    #[inline]
     pub fn increment(&self) -> u32 {
         self.add(1)
     }
 
     /// Adds `n` (modulo 2^31) to the version, as [`EventCount::increment`].
+    #[inline]
     pub fn add(&self, n: u32) -> u32 {
-        let old = self.versions.word.fetch_add(n.wrapping_shl(1), Ordering::AcqRel);
-        if old & SLEEPERS != 0 {
+        let n = n & VERSION;
+        let old = self.versions.word.fetch_add(n, Ordering::AcqRel);
+        if owes_wake(old, n) {
             self.versions.wake_all();
         }
-        old >> 1
+        old & VERSION
     }
 
     /// An event count with one producer: the [`Producer`], which is the
@@ -353,7 +384,14 @@ impl EventCount {
     /// });
     /// ```
     pub fn single_producer() -> (Producer, Arc<Versions>) {
-        let versions = Arc::new(Versions::new(cfg!(target_arch = "x86_64")));
+        EventCount::single_producer_at(0)
+    }
+
+    /// [`EventCount::single_producer`] at `version` (modulo 2^31), for
+    /// tests of the wrap-around.
+    #[doc(hidden)]
+    pub fn single_producer_at(version: u32) -> (Producer, Arc<Versions>) {
+        let versions = Arc::new(Versions::new(cfg!(target_arch = "x86_64"), version));
         (Producer { versions: versions.clone(), _not_sync: PhantomData }, versions)
     }
 }
@@ -368,8 +406,9 @@ pub struct Producer {
 
 impl Producer {
     /// Adds one to the version and wakes whoever waits; returns the
-    /// version it replaced. No waiter: one `xadd` without `lock` prefix on
-    /// x86-64, plus a test of the flag it returned.
+    /// version it replaced. No waiter: on x86-64 one `add` without `lock`
+    /// prefix and two branches on the CPU flags it set (plus a load of the
+    /// word, forwarded from the add's store, if the result is used).
     #[inline]
     pub fn increment(&mut self) -> u32 {
         self.add(1)
@@ -387,30 +426,53 @@ impl Producer {
     }
 }
 
-/// Adds `by` to `word` in one instruction that is not atomic with respect
-/// to the other CPUs (they may write between its load and its store), and
-/// returns the value it replaced.
+/// Whether an add of `n` (below 2^31) to the word `old` owes a wake-up:
+/// the flag was set before it (whether the add carried out of the word,
+/// clearing it, or not) or is set after it (the version wrapped around
+/// into it; the wake clears it).
+#[inline(always)]
+fn owes_wake(old: u32, n: u32) -> bool {
+    (old | old.wrapping_add(n)) & SLEEPERS != 0
+}
+
+/// Adds `n` (below 2^31) to the word of `v` in one instruction that is not
+/// atomic with respect to the other CPUs (they may write between its load
+/// and its store), and wakes as [`owes_wake`] says.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn plain_add(word: &AtomicU32, by: u32) -> u32 {
-    let mut v = by;
+fn plain_add(v: &Versions, n: u32) {
     // SAFETY: the pointer is the word's, valid and aligned for 4 bytes.
     // The asm block is opaque to the compiler (no `nomem`): it keeps the
-    // caller's earlier memory accesses before it. On the machine it is one
-    // instruction; that other threads write the word with `lock`ed
+    // caller's earlier memory accesses before it. On the machine the add
+    // is one instruction; that other threads write the word with `lock`ed
     // instructions meanwhile is the hardware's business (x86-TSO), not a
     // data race the compiler could exploit, and the protocol that copes
-    // with the flag it may overwrite is in docs/safety.md.
+    // with the flag it may overwrite is in docs/safety.md. With `n` below
+    // 2^31, the add leaves the sign flag set iff the new word has the
+    // flag, and the carry flag set iff the old word had it and the add
+    // cleared it: `js` or `jc` is `owes_wake`. The branches go to the
+    // label block, which calls `wake_all` and falls through to after the
+    // asm, as the no-waiter path does.
     unsafe {
-        std::arch::asm!("xadd dword ptr [{w}], {v:e}", w = in(reg) word.as_ptr(), v = inout(reg) v, options(nostack));
+        std::arch::asm!(
+            "add dword ptr [{w}], {n:e}",
+            "js {wake}",
+            "jc {wake}",
+            w = in(reg) v.word.as_ptr(),
+            n = in(reg) n,
+            wake = label { v.wake_all(); },
+            options(nostack),
+        );
     }
-    v
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn plain_add(word: &AtomicU32, by: u32) -> u32 {
-    word.fetch_add(by, Ordering::AcqRel)
+fn plain_add(v: &Versions, n: u32) {
+    let old = v.word.fetch_add(n, Ordering::AcqRel);
+    if owes_wake(old, n) {
+        v.wake_all();
+    }
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {

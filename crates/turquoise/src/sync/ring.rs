@@ -1,7 +1,7 @@
 //! A bounded single-producer, single-consumer ring on two single-producer
 //! event counts: the sender's count is the write position, the receiver's
 //! the read position. No atomic read-modify-write on either side while the
-//! other side does not sleep: a slot write (or read) and one plain `xadd`.
+//! other side does not sleep: a slot write (or read) and one plain `add`.
 //!
 //! ```
 //! let (mut tx, mut rx) = turquoise::sync::ring::channel(4);
