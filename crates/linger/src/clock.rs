@@ -31,13 +31,18 @@ fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-/// Starts calibration if the kernel's own clock source is the TSC.
+/// Starts calibration if the kernel's own clock source is the TSC. Once
+/// per process: a second start would move the base under a calibration
+/// in progress (seen in the unit tests, which start it from several threads).
 pub(crate) fn start() {
-    let src = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-    if src.map(|s| s.trim() == "tsc").unwrap_or(false) {
-        BASE_NS.store(now_ns(), Ordering::Relaxed);
-        BASE_TSC.store(rdtsc(), Ordering::Relaxed);
-    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let src = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+        if src.map(|s| s.trim() == "tsc").unwrap_or(false) {
+            BASE_NS.store(now_ns(), Ordering::Relaxed);
+            BASE_TSC.store(rdtsc(), Ordering::Relaxed);
+        }
+    });
 }
 
 /// Records a real clock reading `ns` taken just now on this thread: anchors
