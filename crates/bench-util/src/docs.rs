@@ -6,7 +6,8 @@
 /// (which run to the next marker: [`SYNC_MARKER`]).
 pub const GREEN_MARKER: &str = "<!-- green-bench: everything below is written by `make bench-green` (green-bench --write-docs) -->";
 
-/// Where sync-bench's section (10) starts; it runs to the end.
+/// Where sync-bench's section (10) starts; it runs to sync-bench's notes
+/// (its `NOTES` marker), which run to the end.
 pub const SYNC_MARKER: &str = "<!-- sync-bench: everything below is written by `make bench-sync` (sync-bench --write-docs) -->";
 
 /// `old` with what follows `marker` replaced by `body`, up to the first of

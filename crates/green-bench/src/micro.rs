@@ -1,4 +1,5 @@
-//! Microbenchmarks of green threads and pthreads (Go's are in
+//! Microbenchmarks of green threads, activities (green threads that are
+//! never preempted: sync-bench's memory per idle activity) and pthreads (Go's are in
 //! `go/main.go`, with the same names and output). Each runs in a child
 //! process of its own, pinned to one CPU, and prints lines of
 //! `name value...`:
@@ -52,6 +53,7 @@ fn kib(field: &str) -> u64 {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Threads {
     Green,
+    Activity,
     Pthread,
 }
 
@@ -59,8 +61,8 @@ impl Threads {
     /// Starts `f` on a thread of this kind.
     fn spawn<F: FnOnce() + Send + 'static>(self, f: F) -> std::io::Result<Box<dyn FnOnce() + Send>> {
         Ok(match self {
-            Threads::Green => {
-                let h = turquoise::thread::Builder::new().spawn(f)?;
+            Threads::Green | Threads::Activity => {
+                let h = turquoise::thread::Builder::new().preemptive(self == Threads::Green).spawn(f)?;
                 Box::new(move || drop(h.join()))
             }
             Threads::Pthread => {
@@ -74,7 +76,7 @@ impl Threads {
 /// A pair of channels between two threads, for the ping-pong.
 fn chan_pingpong(kind: Threads, n: usize) -> usize {
     match kind {
-        Threads::Green => {
+        Threads::Green | Threads::Activity => {
             use tokio::sync::mpsc::unbounded_channel;
             let (ping_tx, mut ping_rx) = unbounded_channel::<usize>();
             let (pong_tx, mut pong_rx) = unbounded_channel::<usize>();
@@ -160,7 +162,7 @@ fn sleepers(kind: Threads, cap: usize, secs: u64, budget_kib: u64) -> (usize, St
         let sleep = move || {
             s.fetch_add(1, Ordering::Relaxed);
             match kind {
-                Threads::Green => turquoise::thread::sleep(FOREVER),
+                Threads::Green | Threads::Activity => turquoise::thread::sleep(FOREVER),
                 Threads::Pthread => std::thread::sleep(FOREVER),
             }
         };
@@ -184,9 +186,10 @@ fn sleepers(kind: Threads, cap: usize, secs: u64, budget_kib: u64) -> (usize, St
 pub fn main(kind: &str, what: &str, args: &[u64]) -> ! {
     let kind = match kind {
         "green" => Threads::Green,
+        "activity" => Threads::Activity,
         "pthread" => Threads::Pthread,
         k => {
-            eprintln!("green-bench micro: unknown kind {k:?} (green, pthread)");
+            eprintln!("green-bench micro: unknown kind {k:?} (green, activity, pthread)");
             std::process::exit(2);
         }
     };
@@ -200,6 +203,13 @@ pub fn main(kind: &str, what: &str, args: &[u64]) -> ! {
                 Threads::Green => batches("spawn_join", n, |n| {
                     for i in 0..n {
                         let h = turquoise::thread::spawn(move || i);
+                        assert_eq!(h.join().ok(), Some(i));
+                    }
+                    n
+                }),
+                Threads::Activity => batches("spawn_join", n, |n| {
+                    for i in 0..n {
+                        let h = turquoise::thread::spawn_local(move || i);
                         assert_eq!(h.join().ok(), Some(i));
                     }
                     n
@@ -232,10 +242,10 @@ pub fn main(kind: &str, what: &str, args: &[u64]) -> ! {
         let _ = std::io::stdout().flush();
     };
     match kind {
-        // Measured from inside a green thread of a one-worker runtime.
-        Threads::Green => {
+        // Measured from inside a green thread (an activity) of a one-worker runtime.
+        Threads::Green | Threads::Activity => {
             let rt = turquoise::Builder::new().worker_threads(1).enable_all().build().expect("runtime");
-            let h = turquoise::thread::Builder::new().spawn_on(rt.handle(), body).expect("spawn");
+            let h = turquoise::thread::Builder::new().preemptive(kind == Threads::Green).spawn_on(rt.handle(), body).expect("spawn");
             let _ = h.join();
             // Sleepers are left asleep: no shutdown that would cancel them.
             std::process::exit(0);

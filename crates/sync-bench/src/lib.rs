@@ -4,6 +4,7 @@
 //! table, a name and its samples (ns per operation per batch, or one
 //! latency per event).
 
+pub mod activities;
 pub mod ec;
 pub mod fences;
 pub mod prims;
@@ -85,6 +86,16 @@ pub fn per_op(batches: usize, n: usize, mut f: impl FnMut(usize)) -> (Vec<f64>, 
             (t as f64 / n as f64, c as f64 / n as f64)
         })
         .unzip()
+}
+
+/// `f` run by a green thread of a new one-worker `turquoise` runtime (an
+/// activity when not `preemptive`), the caller pinned to CPU 0 first (the
+/// worker inherits it): its result.
+pub fn on_one_worker<T: Send + 'static>(preemptive: bool, f: impl FnOnce() -> T + Send + 'static) -> T {
+    bench_util::pin(0);
+    let rt = turquoise::Builder::new().worker_threads(1).enable_all().build().expect("runtime");
+    let h = turquoise::thread::Builder::new().preemptive(preemptive).spawn_on(rt.handle(), f).expect("spawn");
+    h.join().expect("benchmark's green thread")
 }
 
 /// Futex wait on `w` while it holds `expected` (any wake-up returns).

@@ -3,10 +3,12 @@
 //!
 //! ```text
 //! sync-bench [--quick] [--no-ck] [--no-go] [--write-docs]
+//! sync-bench --micro KIND WHAT N...   (green-bench's microbenchmarks, in a child)
 //! ```
 //!
 //! Prints markdown; with `--write-docs` replaces section 10 of
-//! `docs/benchmarks.md` and writes `docs/plots/sync-*.svg`.
+//! `docs/benchmarks.md` up to its hand-written notes ([`NOTES`]) and
+//! writes `docs/plots/sync-*.svg`.
 
 mod plot;
 
@@ -16,7 +18,10 @@ use std::process::Command;
 
 use bench_util::run::Spread;
 use sync_bench::ec::{self, Flavour};
-use sync_bench::{fences, prims, Row, Sizes};
+use sync_bench::{activities, fences, prims, Row, Sizes};
+
+/// Where the hand-written notes after section 10 start: kept.
+const NOTES: &str = "<!-- sync-bench notes: written by hand after a run; sync-bench --write-docs keeps what follows -->";
 
 struct Opts {
     quick: bool,
@@ -69,8 +74,10 @@ fn ck(dir: &Path, s: Sizes, good: usize) -> Result<Vec<Row>, String> {
 
 /// Go's side: `go/main.go` built and run (locks), and green-bench's Go
 /// program's channel ping-pong (`micro chan N`: the median, min and max of
-/// 7 batches, ns per switch, half a round trip) with 2 and 1 threads.
-fn go(dir: &Path, s: Sizes) -> Result<Vec<Row>, String> {
+/// 7 batches, ns per switch, half a round trip) with 2 and 1 threads, and
+/// with one thread its spawn+join and memory per idle goroutine (next to
+/// activities).
+fn go(dir: &Path, s: Sizes, idle: usize) -> Result<Vec<Row>, String> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = bench_util::run::build_go(&manifest.join("go/main.go"), &dir.join("sync-bench-go"))?;
     let mut rows = run_peer(&exe, &[s.batches.to_string(), (s.n / 4).to_string()], &[], "")?;
@@ -78,9 +85,31 @@ fn go(dir: &Path, s: Sizes) -> Result<Vec<Row>, String> {
     for (what, procs) in [("pingpong_os", "2"), ("pingpong_green", "1")] {
         let args = ["micro".to_string(), "chan".into(), (s.n / 40).to_string()];
         for mut r in run_peer(&green, &args, &[("GOMAXPROCS", procs)], &format!("{what} go "))? {
+            if procs == "1" {
+                rows.push(Row { what: "act_switch".into(), ..r.clone() });
+            }
             r.samples.iter_mut().for_each(|v| *v *= 2.0);
             rows.push(r);
         }
+    }
+    let one = [("GOMAXPROCS", "1")];
+    rows.extend(run_peer(&green, &["micro".into(), "spawn".into(), (s.n / 200).to_string()], &one, "act_spawn go ")?);
+    let o = Command::new(&green).args(["micro", "idle", &idle.to_string()]).envs(one).output().map_err(|e| format!("{}: {e}", green.display()))?;
+    rows.extend(String::from_utf8_lossy(&o.stdout).lines().find_map(|l| activities::idle_rows("go", l)).into_iter().flatten());
+    Ok(rows)
+}
+
+/// Memory per idle activity, green thread and pthread: green-bench's
+/// `idle N` in a child process of this program each (`--micro`), so that
+/// no earlier measurement's freed memory or cached stacks hide any.
+fn idle(n: usize) -> Result<Vec<Row>, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    for (kind, name) in [("activity", "activity (parked in thread::sleep)"), ("green", "preemptive green thread (parked in thread::sleep)"), ("pthread", "OS thread (std::thread::sleep)")] {
+        let o = Command::new(&me).args(["--micro", kind, "idle", &n.to_string()]).output().map_err(|e| format!("{}: {e}", me.display()))?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        let r = out.lines().find_map(|l| activities::idle_rows(name, l)).ok_or_else(|| format!("--micro {kind} idle {n} printed no idle line ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim()))?;
+        rows.extend(r);
     }
     Ok(rows)
 }
@@ -200,6 +229,66 @@ fn targets(md: &mut String, r: &Run) {
             met(good <= h + 2000.0)
         );
     }
+    let go = |what: &str| r.names(what).into_iter().find(|n| n.starts_with("Go ")).and_then(|n| med(what, &n)).map_or("not measured".into(), ns);
+    if let Some(d) = check_cost(r) {
+        let _ = writeln!(md, "| activities: a yield check (`checkpoint()`), nothing due | <= 1 ns | {} per check | {} |", ns(d), met(d <= 1.0));
+    }
+    if let Some(v) = med("act_spawn", activities::SPAWN_ROW) {
+        let _ = writeln!(md, "| activities: spawn+join (`spawn_local`) | <= 0.2 us (issue's Go: 320 ns; this run's: {}) | {} ({:.1}x the goal) | {} |", go("act_spawn"), ns(v), v / 200.0, met(v <= 200.0));
+    }
+    if let Some(v) = med("act_switch", activities::SWITCH_ROW) {
+        let _ = writeln!(md, "| activities: a switch (`yield_now` between two) | <= 50 ns (issue's Go channel ping-pong: 123-140 ns; this run's: {}) | {} ({:.1}x the goal) | {} |", go("act_switch"), ns(v), v / 50.0, met(v <= 50.0));
+    }
+    md.push('\n');
+}
+
+/// What a yield check adds per iteration: the loop with `checkpoint()`
+/// less the loop without (medians).
+fn check_cost(r: &Run) -> Option<f64> {
+    Some(r.get("act_check", activities::CHECK_ROWS[0])?.median - r.get("act_check", activities::CHECK_ROWS[1])?.median)
+}
+
+/// Section 10.7: activities.
+fn report_activities(md: &mut String, r: &Run) {
+    let _ = writeln!(md, "### 10.7 Activities (seed 004)\n\nActivities are green threads that are never preempted (`thread::Builder::new().preemptive(false)`, or `thread::spawn_local` from another activity), measured on a one-worker `turquoise` runtime pinned to CPU 0, from a root activity; the preemptive green threads from a green thread of the same kind of runtime. ns per operation, median [min-max] over batches.\n\n![spawn and switch](plots/sync-activities.svg)\n");
+    let _ = writeln!(md, "**Spawn+join**, one at a time (the OS thread from the main thread, on CPU 0; Go's is green-bench's `micro spawn`, a goroutine and a `sync.WaitGroup`):\n");
+    table(md, r, "spawn+join", &[("act_spawn", "ns each")], false);
+    let _ = writeln!(md, "**Switches**: two threads of a kind passing the worker back and forth, ns per switch. Activities: `yield_now` in turn; taking turns on an `Rc<Cell<usize>>`, yielding while it is the other's turn; a round trip through two `turquoise::sync::mpsc::channel(1)` (two switches, each a park and a wake-up). Preemptive green threads: `yield_now` in turn. OS threads: two pinned to CPU 0 taking turns on a futex word (each turn a `FUTEX_WAKE` and a `FUTEX_WAIT`). Go: green-bench's unbuffered channel ping-pong, half a round trip, `GOMAXPROCS=1`.\n");
+    table(md, r, "switch", &[("act_switch", "ns per switch")], false);
+    let _ = writeln!(md, "**Memory per idle thread**: green-bench's `idle N` microbenchmark (N threads asleep; growth of `VmRSS` and `VmPTE` over N) in a child process each, so that nothing measured before hides memory; activities are started with `preemptive(false)` from a root activity and park in `thread::sleep`. OS threads have green-bench's pthread stack size.\n");
+    let _ = writeln!(md, "| idle thread | resident bytes each | page-table bytes each |\n|---|---:|---:|");
+    for n in r.names("act_memory") {
+        let b = |what: &str| r.get(what, &n).map_or("-".into(), |s| format!("{:.0}", s.median));
+        let _ = writeln!(md, "| {n} | {} | {} |", b("act_memory"), b("act_pte"));
+    }
+    md.push('\n');
+    let _ = writeln!(md, "**A yield check with nothing due**: a loop adding `black_box(i)` to a sum, with `checkpoint()` in each iteration or not, in an activity (ns per iteration; the activity's slice still ends every slice, so a few of the checks find something due and yield with nobody else to run).\n");
+    table(md, r, "loop", &[("act_check", "ns per iteration")], false);
+    if let Some(d) = check_cost(r) {
+        let _ = writeln!(md, "A check costs {} (difference of the medians).\n", ns(d));
+    }
+    let _ = writeln!(
+        md,
+        "**strcmp of two equal 1 MB strings** ({} bytes and a NUL), in an activity: a byte loop that stops at a difference or a NUL with a `checkpoint()` every 2^k bytes, placed two ways: a test of the byte's index in every iteration (`activities::byte_cmp`, what a check in the loop's body costs) or after each block of 2^k bytes, whose inner loop is the loop without checks (`activities::block_cmp`, the loop strip-mined); against the loop without checks and glibc's `strcmp` (through the `libc` crate; vectorised). Each batch times every variant in turn. ns per comparison, median [min-max] over batches; the overhead is against the loop without checks.\n\n![strcmp with yield checks](plots/sync-strcmp.svg)\n",
+        activities::STRCMP_BYTES
+    );
+    let plain = r.get("act_strcmp", activities::NO_CHECKS).map(|s| s.median);
+    let over = |s: Option<Spread>| match (s, plain) {
+        (Some(s), Some(p)) => format!("{:+.1}%", (s.median / p - 1.0) * 100.0),
+        _ => "-".into(),
+    };
+    let _ = writeln!(md, "| k | counter test each byte | over no checks | blocks of 2^k bytes | over no checks |\n|---:|---:|---:|---:|---:|");
+    for k in 0..=activities::MAX_K {
+        let (t, b) = (r.get("act_strcmp", &activities::check_row(k, false)), r.get("act_strcmp", &activities::check_row(k, true)));
+        if t.is_some() || b.is_some() {
+            let _ = writeln!(md, "| {k} | {} | {} | {} | {} |", cell(t, false), over(t), cell(b, false), over(b));
+        }
+    }
+    let _ = writeln!(md, "\n| without checks | ns per comparison | ns per byte |\n|---|---:|---:|");
+    for n in [activities::NO_CHECKS, activities::LIBC] {
+        let s = r.get("act_strcmp", n);
+        let _ = writeln!(md, "| {n} | {} | {} |", cell(s, false), s.map_or("-".into(), |s| format!("{:.3}", s.median / activities::STRCMP_BYTES as f64)));
+    }
     md.push('\n');
 }
 
@@ -245,6 +334,7 @@ fn report(r: &Run) -> String {
     let _ = writeln!(md, "### 10.6 Channels and parking\n\nA round trip (ns): one side sends a number, the other sends it back. OS threads (not pinned) through a pair of channels of capacity 1; tokio's between two tasks of a current-thread runtime; Go's unbuffered channels between two goroutines with `GOMAXPROCS=2` (OS-thread table) and `GOMAXPROCS=1` (green table), from green-bench's Go program (its spread is min-max over 7 batches). Green threads: two of a one-worker `turquoise` runtime, through `turquoise::sync::mpsc::channel(1)` or taking turns under a `turquoise::sync::Mutex` with a `Condvar` (each turn parks one thread and unparks the other).\n\n![round trips](plots/sync-pingpong.svg)\n");
     table(&mut md, r, "between OS threads / tasks", &[("pingpong_os", "round trip")], false);
     table(&mut md, r, "between green threads (one worker) / goroutines (GOMAXPROCS=1)", &[("pingpong_green", "round trip")], false);
+    report_activities(&mut md, r);
     md
 }
 
@@ -252,21 +342,33 @@ fn plots(dir: &Path, r: &Run) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     // File, title, log axis, latencies (p10-p90) or batches (min-max), and
     // the rows: (what, label suffix).
-    let charts: [(&str, &str, bool, bool, &[(&str, &str)]); 5] = [
+    let charts: [(&str, &str, bool, bool, &[(&str, &str)]); 6] = [
         ("increment", "Increment with no waiter (ns, median and min-max of batches)", false, false, &[("inc_ns", "")]),
         ("wake", "Wake-up latency of a sleeping waiter (ns, median and p10-p90)", true, true, &[("wake_one", ", one CPU"), ("wake_two", ", two CPUs")]),
         ("heavy", "fence::heavy() per mechanism (ns, median and p10-p90)", true, true, &[("heavy_blocked", ", other blocked"), ("heavy_spinning", ", other spinning")]),
         ("locks", "Mutex lock+unlock (ns, median and min-max)", true, false, &[("lock_uncontended", ", uncontended"), ("lock_contended", ", 2 threads")]),
         ("pingpong", "Channel / park round trip (ns, median and min-max)", true, false, &[("pingpong_os", ""), ("pingpong_green", " (green / GOMAXPROCS=1)")]),
+        ("activities", "Activities: spawn+join and switch (ns, median and min-max)", true, false, &[("act_spawn", ": spawn+join"), ("act_switch", ": switch")]),
     ];
     for (file, title, log, events, whats) in charts {
         let rows: Vec<plot::Bar> = whats.iter().flat_map(|(what, suffix)| bars(r, what, suffix, events)).collect();
         plot::bars(&dir.join(format!("sync-{file}.svg")), title, "ns", &rows, log)?;
     }
+    let curves: Vec<(String, Vec<plot::Point>)> = [(false, "counter test each byte"), (true, "blocks of 2^k bytes")]
+        .iter()
+        .map(|&(blocks, label)| (label.to_string(), (0..=activities::MAX_K).filter_map(|k| r.get("act_strcmp", &activities::check_row(k, blocks)).map(|s| (f64::from(k), s.median / 1e6, s.p10 / 1e6, s.p90 / 1e6))).collect()))
+        .collect();
+    let levels: Vec<(String, f64)> = [activities::NO_CHECKS, activities::LIBC].iter().filter_map(|n| r.get("act_strcmp", n).map(|s| (n.to_string(), s.median / 1e6))).collect();
+    plot::curves(&dir.join("sync-strcmp.svg"), "strcmp of two equal 1 MB strings, a yield check every 2^k bytes (ms, median and p10-p90)", "k", "ms per comparison", &curves, &levels)?;
     Ok(())
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() >= 3 && args[0] == "--micro" {
+        let nums: Vec<u64> = args[3..].iter().filter_map(|a| a.parse().ok()).collect();
+        green_bench::micro::main(&args[1], &args[2], &nums);
+    }
     let o = parse_args().unwrap_or_else(|e| {
         eprintln!("sync-bench: {e}");
         std::process::exit(2);
@@ -308,13 +410,29 @@ fn main() {
     step("channels");
     rows.extend(prims::pingpong_os(s));
     rows.extend(prims::pingpong_green(s));
+    step("activities");
+    rows.extend(activities::spawn(s));
+    rows.extend(activities::switch(s));
+    rows.extend(activities::check(s));
+    rows.extend(activities::strcmp(s, activities::MAX_K));
+    let idle_n = if o.quick { 1000 } else { 10_000 };
+    match idle(idle_n) {
+        Ok(r) => rows.extend(r),
+        Err(e) => {
+            eprintln!("sync-bench: memory per idle activity: {e}");
+            notes.push(format!("memory per idle activity not measured: {e}"));
+        }
+    }
     if o.go {
         step("Go");
-        match go(&tmp, s) {
+        match go(&tmp, s, idle_n) {
             Ok(r) => rows.extend(r.into_iter().map(|mut r| {
                 r.name = match r.what.as_str() {
                     "lock_uncontended" | "lock_contended" => "Go sync.Mutex".into(),
                     "pingpong_os" => "Go unbuffered channels, GOMAXPROCS=2".into(),
+                    "act_spawn" => "Go goroutine (go + WaitGroup), GOMAXPROCS=1".into(),
+                    "act_switch" => "Go goroutines, unbuffered channels, GOMAXPROCS=1".into(),
+                    "act_memory" | "act_pte" => "Go goroutine (time.Sleep), GOMAXPROCS=1".into(),
                     _ => "Go unbuffered channels, GOMAXPROCS=1".into(),
                 };
                 r
@@ -347,7 +465,7 @@ fn main() {
         }
         let path = docs.join("benchmarks.md");
         let old = std::fs::read_to_string(&path).unwrap_or_default();
-        let new = bench_util::docs::replace_section(&old, bench_util::docs::SYNC_MARKER, &md, &[]);
+        let new = bench_util::docs::replace_section(&old, bench_util::docs::SYNC_MARKER, &md, &[NOTES]);
         if let Err(e) = std::fs::write(&path, new) {
             eprintln!("sync-bench: writing {}: {e}", path.display());
             std::process::exit(1);

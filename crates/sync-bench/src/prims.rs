@@ -125,9 +125,7 @@ pub fn pingpong_os(s: Sizes) -> Vec<Row> {
 pub fn pingpong_green(s: Sizes) -> Vec<Row> {
     let n = s.n / 40;
     let batches = s.batches;
-    bench_util::pin(0);
-    let rt = turquoise::Builder::new().worker_threads(1).enable_all().build().expect("runtime");
-    let body = move || {
+    crate::on_one_worker(true, move || {
         use turquoise::sync::{mpsc, Condvar, Mutex};
         let chan = per_op(batches, n, |n| {
             let (ping_tx, mut ping_rx) = mpsc::channel::<usize>(1);
@@ -163,7 +161,5 @@ pub fn pingpong_green(s: Sizes) -> Vec<Row> {
             Row::new("pingpong_green", "turquoise::sync::mpsc::channel(1)", chan.0),
             Row::new("pingpong_green", "turquoise::sync::Mutex + Condvar", condvar.0),
         ]
-    };
-    let h = turquoise::thread::Builder::new().spawn_on(rt.handle(), body).expect("spawn");
-    h.join().expect("green ping-pong")
+    })
 }
