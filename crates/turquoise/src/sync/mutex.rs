@@ -1,17 +1,28 @@
 //! A mutual exclusion lock that parks green threads, blocks OS threads and
 //! is awaited by tasks, all on the same object.
 //!
-//! Built on tokio's semaphore with one permit: its waiters queue in FIFO
-//! order and a released permit is handed to the first of them, never taken
-//! by a newcomer's `try_acquire` ahead of it (fairness: a waiter gets the
-//! lock after at most as many hand-offs as there are waiters ahead of it).
-//! The permit is not kept in the guard but forgotten and given back by
-//! hand, so that the guard is ours (poisoning).
+//! The lock is one byte (`state`): taking a free lock is one compare-and-
+//! swap from 0, giving it back one compare-and-swap to 0 when nobody waits,
+//! and neither touches a queue. A locker that finds it held spins a little
+//! (OS threads only: a green thread spinning could be keeping the holder,
+//! a green thread of its own worker, from running), then queues on `queue`,
+//! tokio's semaphore with one permit, FIFO. The permit makes its holder the
+//! *head*: the one waiter that sleeps on the byte itself. The head sets
+//! `PARKED` and waits for a permit of `wake`, which the next unlock gives.
+//!
+//! Fairness is eventual, as `parking_lot`'s: a free lock is taken by
+//! whoever comes (barging), so a lock that is released and retaken at once
+//! does not pay a wake-up per turn. A head that has been waiting for
+//! [`HANDOFF_AFTER`] sets `HANDOFF` as well: the next unlock then keeps the
+//! lock locked and hands it to the head directly, and nobody can barge in
+//! meanwhile. See `docs/safety.md`, "Synchronisation".
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU8, Ordering::*};
 use std::sync::{LockResult, TryLockError, TryLockResult};
+use std::time::{Duration, Instant};
 
 use super::poison;
 
@@ -44,13 +55,32 @@ use super::poison;
 /// assert_eq!(*m.lock().unwrap(), 4);
 /// ```
 pub struct Mutex<T: ?Sized> {
-    sem: tokio::sync::Semaphore,
+    /// `LOCKED`, `PARKED` and `HANDOFF`.
+    state: AtomicU8,
+    /// The waiters' queue: its one permit makes the head.
+    queue: tokio::sync::Semaphore,
+    /// Wake-ups of the head: one per unlock that found `PARKED`.
+    wake: tokio::sync::Semaphore,
     poisoned: poison::Flag,
     data: UnsafeCell<T>,
 }
 
+/// `state`: someone holds the lock.
+const LOCKED: u8 = 1;
+/// `state`: the head sleeps (or is about to) on `wake`; only the head sets it.
+const PARKED: u8 = 2;
+/// `state`, with `PARKED`: the head asks for the lock directly. Without
+/// `PARKED` (and with `LOCKED`): the lock was handed to the head.
+const HANDOFF: u8 = 4;
+
+/// How long a waiter lets others barge ahead before it asks for a hand-off.
+pub(crate) const HANDOFF_AFTER: Duration = Duration::from_micros(500);
+
+/// Rounds of spinning of an OS thread that finds the lock held.
+const SPINS: u32 = 10;
+
 // SAFETY: the data is reached only through a guard, and one guard exists
-// at a time (the single permit); a `T: Send` may so be used from any thread.
+// at a time (`LOCKED` is set by one locker at a time); a `T: Send` may so be used from any thread.
 unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
 // SAFETY: as above: shared references to the mutex give `&mut T` to one
 // holder at a time, which needs `T: Send` only (as std's).
@@ -70,7 +100,12 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 impl<T> Mutex<T> {
     /// An unlocked mutex holding `value`.
     pub const fn new(value: T) -> Mutex<T> {
-        Mutex { sem: tokio::sync::Semaphore::const_new(1), poisoned: poison::Flag::new(), data: UnsafeCell::new(value) }
+        Mutex {
+            state: AtomicU8::new(0),
+            queue: tokio::sync::Semaphore::const_new(1),
+            wake: tokio::sync::Semaphore::const_new(0),
+            poisoned: poison::Flag::new(), data: UnsafeCell::new(value),
+        }
     }
 
     /// The value, consuming the mutex (`Err` if poisoned, with the value).
@@ -92,7 +127,9 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Acquires the lock, for async code.
     pub async fn lock_async(&self) -> LockResult<MutexGuard<'_, T>> {
-        self.acquire().await;
+        if !self.try_lock_raw() {
+            self.lock_slow().await;
+        }
         self.guard()
     }
 
@@ -119,16 +156,61 @@ impl<T: ?Sized> Mutex<T> {
         self.poisoned.result(self.data.get_mut())
     }
 
-    async fn acquire(&self) {
-        // The semaphore is never closed.
-        self.sem
-            .acquire()
-            .await
-            .expect("the mutex's semaphore is never closed")
-            .forget();
+    /// Spins a little on an OS thread until the lock is free and taken:
+    /// whether it was.
+    fn spin(&self) -> bool {
+        if crate::thread::current().is_some() {
+            return false;
+        }
+        for round in 0..SPINS {
+            if round < 6 {
+                (0..1 << round).for_each(|_| std::hint::spin_loop());
+            } else {
+                std::thread::yield_now();
+            }
+            if self.state.load(Relaxed) == 0 && self.try_lock_raw() {
+                return true;
+            }
+        }
+        false
     }
 
-    /// The guard for the permit just taken.
+    /// Queues, then waits as the head until the lock is taken or handed
+    /// over. Dropped while it waits (a timeout, a dropped `lock_async`, a
+    /// cancelled green thread), it leaves nothing behind: see `Head`.
+    async fn lock_slow(&self) {
+        let since = Instant::now();
+        // Given back when this returns (after `head`'s drop): the next
+        // waiter becomes the head.
+        let _queue = self.queue.acquire().await.expect("the mutex's queue is never closed");
+        let mut head = Head { state: &self.state, done: false };
+        loop {
+            let s = self.state.load(Acquire);
+            if s == 0 {
+                // Free: an unlock clears `PARKED` and `HANDOFF` with `LOCKED`.
+                if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
+                    head.done = true;
+                    return;
+                }
+                continue;
+            }
+            let want = if since.elapsed() >= HANDOFF_AFTER { PARKED | HANDOFF } else { PARKED };
+            if s & want != want && self.state.compare_exchange(s, s | want, AcqRel, Relaxed).is_err() {
+                continue;
+            }
+            // An unlock after the swap above gives a permit: none is lost.
+            // A permit left by a cancelled head only wakes us for nothing.
+            self.wake.acquire().await.expect("the mutex's wake-ups are never closed").forget();
+            if self.state.load(Acquire) & (PARKED | HANDOFF) == HANDOFF {
+                // Handed over (`LOCKED` kept): ours; nobody else writes now.
+                self.state.store(LOCKED, Relaxed);
+                head.done = true;
+                return;
+            }
+        }
+    }
+
+    /// The guard for the lock just taken.
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
         self.poisoned.result(MutexGuard { mutex: self, poison: poison::Guard::new() })
     }
@@ -143,34 +225,85 @@ impl<T: ?Sized> Mutex<T> {
     /// itself): parks a green thread, blocks an OS thread. The caller gives
     /// it back with [`Mutex::unlock_raw`].
     pub(crate) fn lock_raw(&self) {
-        if !self.try_lock_raw() {
-            super::wait(self.addr(), self.acquire());
+        if !self.try_lock_raw() && !self.spin() {
+            super::wait(self.addr(), self.lock_slow());
         }
     }
 
     /// [`Mutex::lock_raw`] if the lock is free now: whether it was taken.
     pub(crate) fn try_lock_raw(&self) -> bool {
-        self.sem.try_acquire().map(|p| p.forget()).is_ok()
+        self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
     }
 
     /// [`Mutex::lock_raw`] until `deadline`: whether it was taken.
     pub(crate) fn lock_raw_until(&self, deadline: std::time::Instant) -> bool {
-        self.try_lock_raw() || super::wait_until(self.addr(), deadline, self.acquire()).is_some()
+        self.try_lock_raw() || self.spin() || super::wait_until(self.addr(), deadline, self.lock_slow()).is_some()
     }
 
     /// Gives back a lock taken by one of the `_raw` methods (or a
     /// forgotten guard), without poisoning.
     pub(crate) fn unlock_raw(&self) {
-        self.sem.add_permits(1);
+        if self.state.compare_exchange(LOCKED, 0, Release, Relaxed).is_err() {
+            unlock_slow(&self.state, &self.wake);
+        }
     }
 
     /// Whether someone holds the lock now.
     pub(crate) fn is_locked(&self) -> bool {
-        self.sem.available_permits() == 0
+        self.state.load(Relaxed) & LOCKED != 0
     }
 
     fn addr(&self) -> *const () {
         self as *const Self as *const ()
+    }
+}
+
+/// The unlock that found the head parked: frees the lock (or, if the head
+/// asked for it, hands it over, `LOCKED` kept) and wakes the head.
+fn unlock_slow(state: &AtomicU8, wake: &tokio::sync::Semaphore) {
+    let mut s = state.load(Relaxed);
+    loop {
+        debug_assert!(s & LOCKED != 0 && (s & HANDOFF == 0 || s & PARKED != 0), "unlock of {s:#x}");
+        let new = if s & HANDOFF != 0 { LOCKED | HANDOFF } else { 0 };
+        match state.compare_exchange_weak(s, new, AcqRel, Relaxed) {
+            Ok(_) => break,
+            Err(now) => s = now,
+        }
+    }
+    if s & PARKED != 0 {
+        wake.add_permits(1);
+    }
+}
+
+/// The head of the queue while it waits. Dropped before it got the lock
+/// (its wait cancelled), it takes back its `PARKED`/`HANDOFF`, or, if the
+/// lock was handed to it meanwhile, gives the lock back. A wake-up given
+/// for it stays behind as a permit, which wakes the next head once for
+/// nothing.
+struct Head<'a> {
+    state: &'a AtomicU8,
+    done: bool,
+}
+
+impl Drop for Head<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut s = self.state.load(Acquire);
+        loop {
+            let new = if s & PARKED != 0 {
+                s & !(PARKED | HANDOFF) // not woken yet: nobody will be
+            } else if s & HANDOFF != 0 {
+                0 // handed over: given back (nobody is parked now)
+            } else {
+                return; // woken by an unlock, which cleared the state
+            };
+            match self.state.compare_exchange_weak(s, new, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
     }
 }
 
@@ -184,14 +317,14 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
 impl<T: ?Sized> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the only permit: no `&mut` exists elsewhere.
+        // SAFETY: the guard holds the lock: no `&mut` exists elsewhere.
         unsafe { &*self.mutex.data.get() }
     }
 }
 
 impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard holds the only permit, and `&mut self` the guard.
+        // SAFETY: the guard holds the lock, and `&mut self` the guard.
         unsafe { &mut *self.mutex.data.get() }
     }
 }
