@@ -93,12 +93,38 @@ impl PooledStack {
             Some(p.swap_remove(i))
         });
         match reused {
-            Ok(Some(s)) => Ok(s),
+            Ok(Some(s)) => Ok(s.unpoisoned()),
             _ => match Self::from_shared(size) {
-                Some(s) => Ok(s),
+                Some(s) => Ok(s.unpoisoned()),
                 None => Self::map(size),
             },
         }
+    }
+
+    /// A reused stack, cleared of AddressSanitizer's marks when the program
+    /// runs under it: the frames that last ran here left their redzones
+    /// poisoned (they never returned normally: a function stopped and
+    /// reclaimed, or a coroutine whose stack was switched away), and the
+    /// next function's first write (corosensei's set-up of its closure)
+    /// was reported as a stack overflow. Looked up at run time, so that
+    /// ordinary builds need no sanitizer and pay one branch.
+    fn unpoisoned(self) -> PooledStack {
+        type Unpoison = unsafe extern "C" fn(*const libc::c_void, usize);
+        static UNPOISON: std::sync::OnceLock<Option<Unpoison>> = std::sync::OnceLock::new();
+        let f = UNPOISON.get_or_init(|| {
+            // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches
+            // the loaded objects (the sanitizer's runtime is one if present).
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__asan_unpoison_memory_region".as_ptr()) };
+            // SAFETY: the sanitizer's function has this signature.
+            (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, Unpoison>(p) })
+        });
+        if let Some(f) = f {
+            let (lo, _) = self.bounds();
+            // SAFETY: the range is this stack's own mapped memory, not in use
+            // (it was in the pool); unpoisoning only changes the sanitizer's marks.
+            unsafe { f(lo as *const libc::c_void, self.high - lo) };
+        }
+        self
     }
 
     /// A stack another thread gave back (see [`PooledStack::recycle`]).
