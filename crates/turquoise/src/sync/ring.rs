@@ -14,6 +14,8 @@
 //!
 //! A full ring makes the sender wait, an empty one the receiver: a green
 //! thread parks, an OS thread sleeps ([`super::Versions::wait`]).
+//!
+//! [`spmc`] is the single-producer, multi-consumer flavour.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -21,6 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::event_count::{EventCount, Producer, Versions};
+
+pub mod spmc;
 
 /// Positions count modulo 2^31, as event count versions do.
 const POSITIONS: u32 = (1 << 31) - 1;
