@@ -14,6 +14,8 @@
 //!
 //! A full ring makes the sender wait, an empty one the receiver: a green
 //! thread parks, an OS thread sleeps ([`super::Versions::wait`]).
+//!
+//! [`spmc`] is the single-producer, multi-consumer flavour.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -22,8 +24,37 @@ use std::sync::Arc;
 
 use super::event_count::{EventCount, Producer, Versions};
 
+pub mod spmc;
+
 /// Positions count modulo 2^31, as event count versions do.
 const POSITIONS: u32 = (1 << 31) - 1;
+
+/// A ring's slots, a power of two of them: the value of position `p` is
+/// in slot `p & (len - 1)`.
+type Slots<T> = Box<[UnsafeCell<MaybeUninit<T>>]>;
+
+/// At least `capacity` empty slots (a power of two, at most 2^30, so that
+/// it divides 2^31 and a ring's length of positions fits in them).
+fn slots<T>(capacity: usize) -> Slots<T> {
+    let cap = capacity.max(1).next_power_of_two();
+    assert!(cap <= 1 << 30, "turquoise::sync::ring: capacity above 2^30");
+    (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect()
+}
+
+/// Drops the values of positions `from` up to (not including) `to`.
+///
+/// # Safety
+///
+/// Those slots hold values written and never read, and nobody else is
+/// left to touch them (the `&mut`).
+unsafe fn drop_between<T>(slots: &mut Slots<T>, mut from: u32, to: u32) {
+    let mask = slots.len() - 1;
+    while from != to {
+        // SAFETY: the caller's contract.
+        unsafe { slots[from as usize & mask].get_mut().assume_init_drop() };
+        from = (from + 1) & POSITIONS;
+    }
+}
 
 /// One side's end: when it closed, at which position.
 struct End {
@@ -36,12 +67,12 @@ impl End {
         End { closed: AtomicBool::new(false), at: AtomicU32::new(0) }
     }
 
-    /// Closes at `at` and bumps the side's count, which wakes the other
-    /// side if it waits: it reads the count, then sees the end.
-    fn close(&self, at: u32, count: &mut Producer) {
+    /// Closes at `at` and bumps the side's count (`bump`), which wakes the
+    /// other side if it waits: it reads the count, then sees the end.
+    fn close(&self, at: u32, bump: impl FnOnce() -> u32) {
         self.at.store(at, Ordering::Relaxed);
         self.closed.store(true, Ordering::Release);
-        count.increment();
+        bump();
     }
 
     /// Where the side closed, if it has.
@@ -50,8 +81,71 @@ impl End {
     }
 }
 
+/// A sender's write position, and the single-producer event count that
+/// receivers wait on.
+struct Tail {
+    count: Producer,
+    at: u32,
+}
+
+impl Tail {
+    fn new(count: Producer) -> Tail {
+        Tail { count, at: 0 }
+    }
+
+    /// Moves `value` into the tail's slot and counts past it, once
+    /// `free(tail, version)` says the slot is free at a `version` of
+    /// `released` (the count that receivers bump as they finish with
+    /// slots), waiting on it until then; `Err(value)` once `receivers`
+    /// closed.
+    ///
+    /// # Safety
+    ///
+    /// When `free` says so, nobody reads or writes the slot until the count
+    /// is past it, and any value it held was moved out.
+    unsafe fn send<T>(&mut self, slots: &Slots<T>, released: &Versions, receivers: &End, value: T, free: impl Fn(u32, u32) -> bool) -> Result<(), T> {
+        loop {
+            let version = released.value();
+            if receivers.closed_at().is_some() {
+                return Err(value);
+            }
+            if free(self.at, version) {
+                let slot = &slots[self.at as usize & (slots.len() - 1)];
+                // SAFETY: the caller's contract.
+                unsafe { (*slot.get()).write(value) };
+                self.at = (self.at + 1) & POSITIONS;
+                self.count.increment();
+                return Ok(());
+            }
+            released.wait(version);
+        }
+    }
+
+    /// Closes the sending end at the tail.
+    fn close(&mut self, end: &End) {
+        end.close(self.at, || self.count.increment());
+    }
+}
+
+/// Waits until the value of position `pos` is written (true), or the
+/// sender closed at it (false). The caller read `pos` before this reads
+/// the write count: the count is at or past it.
+fn readable(written: &Versions, sender: &End, pos: u32) -> bool {
+    loop {
+        let version = written.value();
+        let end = sender.closed_at();
+        if pos != end.unwrap_or(version) {
+            return true;
+        }
+        if end.is_some() {
+            return false;
+        }
+        written.wait(version);
+    }
+}
+
 struct Shared<T> {
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    slots: Slots<T>,
     written: Arc<Versions>,
     read: Arc<Versions>,
     sender: End,
@@ -67,34 +161,26 @@ unsafe impl<T: Send> Sync for Shared<T> {}
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
         // Both ends are closed: what lies between them was never received.
-        let (Some(mut pos), Some(end)) = (self.receiver.closed_at(), self.sender.closed_at()) else { return };
-        let mask = self.slots.len() - 1;
-        while pos != end {
-            // SAFETY: the slots from the read end to the write end hold
-            // values written and not read; nobody else is left to touch them.
-            unsafe { self.slots[pos as usize & mask].get_mut().assume_init_drop() };
-            pos = (pos + 1) & POSITIONS;
-        }
+        let (Some(pos), Some(end)) = (self.receiver.closed_at(), self.sender.closed_at()) else { return };
+        // SAFETY: the slots from the read end to the write end hold values
+        // written and not read; nobody else is left to touch them.
+        unsafe { drop_between(&mut self.slots, pos, end) };
     }
 }
 
 /// Makes a ring of at least `capacity` slots (a power of two, at most
 /// 2^30).
 pub fn channel<T: Send>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let cap = capacity.max(1).next_power_of_two();
-    assert!(cap <= 1 << 30, "turquoise::sync::ring: capacity above 2^30");
     let (written_by, written) = EventCount::single_producer();
     let (read_by, read) = EventCount::single_producer();
-    let slots = (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
-    let shared = Arc::new(Shared { slots, written, read, sender: End::new(), receiver: End::new() });
-    (Sender { shared: shared.clone(), count: written_by, tail: 0 }, Receiver { shared, count: read_by, head: 0 })
+    let shared = Arc::new(Shared { slots: slots(capacity), written, read, sender: End::new(), receiver: End::new() });
+    (Sender { shared: shared.clone(), tail: Tail::new(written_by) }, Receiver { shared, count: read_by, head: 0 })
 }
 
 /// The sending end (one thread at a time: `Send`, not `Sync`).
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
-    count: Producer,
-    tail: u32,
+    tail: Tail,
 }
 
 impl<T> Sender<T> {
@@ -102,30 +188,18 @@ impl<T> Sender<T> {
     /// the receiver is gone.
     pub fn send(&mut self, value: T) -> Result<(), T> {
         let s = &*self.shared;
-        loop {
-            let read = s.read.value();
-            if s.receiver.closed_at().is_some() {
-                return Err(value);
-            }
-            if (self.tail.wrapping_sub(read) & POSITIONS) < s.slots.len() as u32 {
-                let slot = &s.slots[self.tail as usize & (s.slots.len() - 1)];
-                // SAFETY: the receiver's count is within a ring's length
-                // behind the tail, so it is done with this slot (it read it
-                // before it counted past it) and will not read it until the
-                // increment below.
-                unsafe { (*slot.get()).write(value) };
-                self.tail = (self.tail + 1) & POSITIONS;
-                self.count.increment();
-                return Ok(());
-            }
-            s.read.wait(read);
-        }
+        let len = s.slots.len() as u32;
+        // SAFETY: with the receiver's count within a ring's length behind
+        // the tail, it is done with the tail's slot (it read it before it
+        // counted past it) and will not read it until the write count is
+        // past it.
+        unsafe { self.tail.send(&s.slots, &s.read, &s.receiver, value, |tail, read| (tail.wrapping_sub(read) & POSITIONS) < len) }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        self.shared.sender.close(self.tail, &mut self.count);
+        self.tail.close(&self.shared.sender);
     }
 }
 
@@ -141,29 +215,22 @@ impl<T> Receiver<T> {
     /// empty and the sender gone.
     pub fn recv(&mut self) -> Option<T> {
         let s = &*self.shared;
-        loop {
-            let written = s.written.value();
-            let end = s.sender.closed_at();
-            if self.head != end.unwrap_or(written) {
-                let slot = &s.slots[self.head as usize & (s.slots.len() - 1)];
-                // SAFETY: the write count (or the sender's end) is past the
-                // head: the sender wrote this slot before counting past it
-                // and will not write it again until the increment below.
-                let value = unsafe { (*slot.get()).assume_init_read() };
-                self.head = (self.head + 1) & POSITIONS;
-                self.count.increment();
-                return Some(value);
-            }
-            if end.is_some() {
-                return None;
-            }
-            s.written.wait(written);
+        if !readable(&s.written, &s.sender, self.head) {
+            return None;
         }
+        let slot = &s.slots[self.head as usize & (s.slots.len() - 1)];
+        // SAFETY: the write count (or the sender's end) is past the head:
+        // the sender wrote this slot before counting past it and will not
+        // write it again until the increment below.
+        let value = unsafe { (*slot.get()).assume_init_read() };
+        self.head = (self.head + 1) & POSITIONS;
+        self.count.increment();
+        Some(value)
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        self.shared.receiver.close(self.head, &mut self.count);
+        self.shared.receiver.close(self.head, || self.count.increment());
     }
 }
