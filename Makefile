@@ -90,7 +90,9 @@ test-valgrind:
 
 # AddressSanitizer on the lock-free reclamation and what it stands on:
 # turquoise's hazard pointers (readers flat out while writers retire nodes:
-# no use-after-free), fences and event counts. Nightly, with std rebuilt
+# no use-after-free), fences, event counts, the parking primitives,
+# activities and rings (use from green threads, OS threads and tasks at once;
+# the sanitizer's leak check included). Nightly, with std rebuilt
 # instrumented (-Zbuild-std: the rust-src component, fetched once), in a
 # target directory of its own. Not part of `make test`: about 5 minutes
 # from cold on 2 cores (4 of them the build), about 1 once built.
@@ -99,7 +101,7 @@ test-asan:
 	rustup component add rust-src --toolchain nightly
 	RUSTFLAGS=-Zsanitizer=address CARGO_TARGET_DIR=$(ASAN_TARGET_DIR) \
 		cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu --release -p turquoise \
-		--test hazard --test fence --test event_count
+		--test hazard --test fence --test event_count --test sync --test activities --test ring
 
 # The Rust and C tests, ROUNDS times, on a machine made noisy by
 # tests/stalls/stall.c (random stalls of up to STALL_US on every CPU, as a

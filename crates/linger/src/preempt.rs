@@ -1035,6 +1035,21 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
 }
 
 
+/// The word at `a`, read as the machine reads it: the scan looks at every
+/// word of a live stack, padding and a sanitizer's redzones between locals
+/// included, which AddressSanitizer would report if the load were the
+/// compiler's (this load is not instrumented).
+///
+/// # Safety
+/// `a` is an 8-byte aligned address of mapped, readable memory.
+#[inline(always)]
+unsafe fn stack_word(a: usize) -> usize {
+    let w: usize;
+    // SAFETY: by the caller: a readable, aligned word; the asm only loads it.
+    unsafe { std::arch::asm!("mov {w}, qword ptr [{a}]", a = in(reg) a, w = out(reg) w, options(nostack, preserves_flags, readonly)) };
+    w
+}
+
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
 pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
@@ -1042,8 +1057,8 @@ pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bo
     let mut a = (from + 7) & !7;
     while a < entry {
         // SAFETY: [from, entry) is the live part of the function's own stack,
-        // mapped and readable.
-        let w = unsafe { *(a as *const usize) };
+        // mapped and readable, and `a` is 8-byte aligned.
+        let w = unsafe { stack_word(a) };
         // A trap address stands for a deferred call's return address; the
         // `rt_sigreturn` stub (no call precedes it) for a signal handler's
         // frame, maybe the program's, whose mask the caller would get.

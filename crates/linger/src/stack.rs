@@ -96,17 +96,18 @@ impl PooledStack {
             Ok(Some(s)) => Ok(s.unpoisoned()),
             _ => match Self::from_shared(size) {
                 Some(s) => Ok(s.unpoisoned()),
-                None => Self::map(size),
+                None => Self::map(size).map(PooledStack::unpoisoned),
             },
         }
     }
 
-    /// A reused stack, cleared of AddressSanitizer's marks when the program
-    /// runs under it: the frames that last ran here left their redzones
-    /// poisoned (they never returned normally: a function stopped and
-    /// reclaimed, or a coroutine whose stack was switched away), and the
-    /// next function's first write (corosensei's set-up of its closure)
-    /// was reported as a stack overflow. Looked up at run time, so that
+    /// A stack cleared of AddressSanitizer's marks when the program runs
+    /// under it: the frames that last ran here (on this stack, or on one
+    /// unmapped from the same addresses: `munmap` leaves the marks) left
+    /// their redzones poisoned (they never returned normally: a function
+    /// stopped and reclaimed, or a coroutine whose stack was switched
+    /// away), and the next function's first write (corosensei's set-up of
+    /// its closure) was reported as a stack overflow. Looked up at run time, so that
     /// ordinary builds need no sanitizer and pay one branch.
     fn unpoisoned(self) -> PooledStack {
         type Unpoison = unsafe extern "C" fn(*const libc::c_void, usize);
