@@ -149,9 +149,9 @@ pub type CloseObserver = fn(first: RawFd, last: RawFd);
 /// The installed observer (a `CloseObserver` as an address; 0: none).
 static OBSERVER: AtomicUsize = AtomicUsize::new(0);
 
-/// Installs `observer`, called after every `close`, `dup2`, `dup3` and
-/// `close_range` the program makes through libc (not libc's own closes, as
-/// in `fclose`), on the calling thread, with the numbers that no longer
+/// Installs `observer`, called after every `close`, `dup2`, `dup3`,
+/// `close_range` and `fclose` the program makes through libc (not libc's
+/// own closes, as in `closedir`), on the calling thread, with the numbers that no longer
 /// name the file they named. A runtime whose hook keeps registrations by
 /// descriptor number (the kernel drops an epoll registration silently when
 /// the file goes) uses it to wake the threads parked there.

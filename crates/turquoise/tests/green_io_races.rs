@@ -72,12 +72,13 @@ fn parked_calls_under_races() {
         let e = Builder::new().spawn_on(rt.handle(), move || (&p).read(&mut [0u8; 1]).unwrap_err().kind()).unwrap();
         assert_eq!(e.join().unwrap(), ErrorKind::WouldBlock);
 
-        // Closed by another thread while one waits (close, or dup2 over
-        // the number): the waiter is woken and its retry fails with EBADF,
+        // Closed by another thread while one waits (close, dup2 over the
+        // number, or fclose of a stream on it): the waiter is woken and its
+        // retry fails with EBADF,
         // with nothing written to the peer (the kernel dropped the waiter's
         // epoll registration with the file; linger's close wrappers tell
         // turquoise). A waiter that had not started yet gets EBADF at once.
-        for how in ["close", "dup2"] {
+        for how in ["close", "dup2", "fclose"] {
             let (m, n) = std::os::unix::net::UnixStream::pair().unwrap();
             let fd = m.as_raw_fd();
             let m = std::mem::ManuallyDrop::new(m);
@@ -94,6 +95,14 @@ fn parked_calls_under_races() {
             if how == "close" {
                 // SAFETY: closes the number the waiter reads (the race under test).
                 unsafe { libc::close(fd) };
+            } else if how == "fclose" {
+                // SAFETY: a stream on the number the waiter reads, closed
+                // with it (libc closes the descriptor by a direct system call).
+                unsafe {
+                    let f = libc::fdopen(fd, c"r".as_ptr());
+                    assert!(!f.is_null());
+                    libc::fclose(f);
+                }
             } else {
                 // dup2 of a fresh, never-readable pipe end over the number,
                 // then that number closed too: the waiter's retry reads the
