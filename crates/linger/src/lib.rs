@@ -664,6 +664,15 @@ pub fn is_preemptible() -> bool {
     !thread::ts().current.get().is_null()
 }
 
+/// Is the calling code running in a function resumed cooperatively
+/// ([`resume_contained_cooperative`]), itself and not a preemptible function
+/// it launched? Such code is never stopped by a deadline.
+pub fn is_cooperative() -> bool {
+    let f = thread::ts().current.get();
+    // SAFETY: `current` is null or this thread's innermost running function.
+    !f.is_null() && !unsafe { (*f).yield_flag.get() }.is_null()
+}
+
 /// Is the calling code inside a [`critical`] scope (or linger's own code)?
 /// Cooperative schedulers use it to hold their yields there too (a no-yield
 /// scope is a `critical` one).

@@ -189,6 +189,17 @@ fn spawn_local_is_refused_where_it_would_be_unsound() {
         .unwrap();
     let e = h.join().unwrap().expect("spawn_local from a preemptive green thread was accepted");
     assert!(e.contains("preemptible"), "{e}");
+    // From a preemptible function an activity launched: refused too (it
+    // could be stopped in the middle of what it shared).
+    let h = Builder::new()
+        .preemptive(false)
+        .spawn_on(rt.handle(), || {
+            let l = linger::launch(|| Builder::new().spawn_local(|| ()).err().map(|e| e.to_string()), Duration::from_secs(10)).unwrap();
+            l.completion().expect("the nested function ended")
+        })
+        .unwrap();
+    let e = h.join().unwrap().expect("spawn_local from a preemptible function inside an activity was accepted");
+    assert!(e.contains("preemptible"), "{e}");
     // From an activity it works, and so does joining.
     let h = Builder::new().preemptive(false).spawn_on(rt.handle(), || thread::spawn_local(|| 5).join().unwrap()).unwrap();
     assert_eq!(h.join().unwrap(), 5);

@@ -98,7 +98,7 @@ pub fn checkpoint() {
 #[cold]
 #[inline(never)]
 fn checkpoint_due() {
-    if green::current().is_some_and(|g| g.is_activity()) && !linger::in_critical() {
+    if linger::is_cooperative() && green::current().is_some() && !linger::in_critical() {
         green::yield_now();
     }
 }
@@ -147,7 +147,10 @@ impl Builder {
         let worker = handle.current_worker().ok_or_else(not_here)?;
         // The caller shares `f`'s data: it must not be stopped half-way
         // through it either (a preemptive green thread or poll would be).
-        if linger::is_preemptible() && !green::current().is_some_and(|g| g.is_activity()) {
+        // (Inside an activity, a preemptible function it launched counts as
+        // preemptible code: it could be stopped in the middle of an `Rc`
+        // it shared.)
+        if linger::is_preemptible() && !linger::is_cooperative() {
             return Err(io::Error::other(
                 "turquoise: spawn_local from preemptible code (its data, shared with the activity, could be left half updated by a stop); call it from an activity or a cooperative task",
             ));

@@ -63,19 +63,10 @@ pub(crate) struct GreenShared {
     pub(crate) thread: Thread,
     /// The thread has its own image of the thread-locals.
     own_tls: bool,
-    /// An activity: never preempted, switched at its yield checks.
-    cooperative: bool,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
     /// Where it is, what it waits on, its counters.
     pub(crate) status: Status,
-}
-
-impl GreenShared {
-    /// Is it an activity (cooperative: `preemptive(false)` or `spawn_local`)?
-    pub(crate) fn is_activity(&self) -> bool {
-        self.cooperative
-    }
 }
 
 impl Wake for GreenShared {
@@ -343,7 +334,6 @@ impl<T: Send + 'static> Green<T> {
             why: AtomicU8::new(NONE),
             thread,
             own_tls,
-            cooperative,
             dtors: Mutex::new(Vec::new()),
             status: Status::default(),
         });
