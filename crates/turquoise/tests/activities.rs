@@ -8,25 +8,16 @@ use std::time::{Duration, Instant};
 use turquoise::thread::{self, Builder};
 
 mod common;
-use common::spin;
-
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
+use common::{runtime, spin, within};
 
 /// Runs `f` as the root activity of a fresh runtime; fails after `limit`
 /// instead of hanging.
 fn in_root<T: Send + 'static>(workers: usize, slice: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    within(Duration::from_secs(120), "activities (a deadlock, or a starved activity)", move || {
         let rt = runtime(workers, slice);
         let h = Builder::new().preemptive(false).spawn_on(rt.handle(), f).unwrap();
-        let _ = tx.send(h.join());
-    });
-    match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(r) => r.unwrap_or_else(|e| panic!("the root activity failed: {e:?}")),
-        Err(_) => panic!("activities did not finish in 120 s (deadlock, or a starved activity)"),
-    }
+        h.join().unwrap_or_else(|e| panic!("the root activity failed: {e:?}"))
+    })
 }
 
 /// 1,000 activities share an `Rc<RefCell<..>>` and a `Cell` through

@@ -10,11 +10,7 @@ use std::time::{Duration, Instant};
 use turquoise::thread::{self, Builder};
 
 mod common;
-use common::{spin, Flag};
-
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
+use common::{runtime, spin, Flag};
 
 fn gettid() -> i64 {
     // SAFETY: no arguments; returns the caller's thread id.

@@ -14,9 +14,8 @@ use turquoise::thread;
 mod pthread;
 use pthread::{Counted, Slot, Watchdog};
 
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
+mod common;
+use common::runtime;
 
 /// The reproduction: `threads` green threads each take the mutex
 /// `rounds` times and hold it for ~0.5 ms (five 100 us slices), updating a

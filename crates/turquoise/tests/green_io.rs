@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use turquoise::thread::{self, Builder};
 
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
+mod common;
+use common::runtime;
 
 fn os_threads() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)

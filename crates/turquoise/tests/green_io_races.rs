@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use turquoise::thread::Builder;
 
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
+mod common;
+use common::runtime;
 
 /// Two readers of one socket, a timeout expiring as data arrives, the
 /// program's own non-blocking descriptor, a close while a thread waits, and

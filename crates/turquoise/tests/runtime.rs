@@ -4,21 +4,16 @@
 //! generous limit instead).
 
 mod common;
-use common::{expected, hazard_round, spawned, spin, Flag, Spawned, Task};
+use common::{expected, hazard_round, runtime, spawned, spin, Flag, Spawned, Task};
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use turquoise::{Builder, Runtime};
 
 /// Far beyond anything a working run needs, even on a stalling VM.
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn runtime(workers: usize, slice: Duration) -> Runtime {
-    Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
-}
 
 
 fn gettid() -> i32 {

@@ -12,34 +12,8 @@ use turquoise::sync::{Condvar, Mutex};
 use turquoise::thread::{self, Builder};
 
 mod common;
-use common::spin;
+use common::{runtime, spin, within};
 
-fn runtime(workers: usize, slice: Duration) -> turquoise::Runtime {
-    turquoise::Builder::new()
-        .worker_threads(workers)
-        .slice(slice)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Runs `f` on a thread of its own; panics if it takes over `limit` (a
-/// deadlock or a lost wake-up), instead of hanging the test run.
-fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
-    });
-    match rx.recv_timeout(limit) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("{what}: not done after {limit:?} (deadlock or lost wake-up)"),
-    }
-}
 
 const LIMIT: Duration = Duration::from_secs(120);
 

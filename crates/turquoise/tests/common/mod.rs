@@ -4,6 +4,26 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// A turquoise runtime of `workers` workers and `slice`, all drivers on.
+pub fn runtime(workers: usize, slice: std::time::Duration) -> turquoise::Runtime {
+    turquoise::Builder::new().worker_threads(workers).slice(slice).enable_all().build().unwrap()
+}
+
+/// Runs `f` on a thread of its own; panics if it takes over `limit` (a
+/// deadlock or a lost wake-up), instead of hanging the test run. A panic
+/// inside `f` reaches the caller.
+pub fn within<T: Send + 'static>(limit: std::time::Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(limit) {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("{what}: not done after {limit:?} (deadlock or lost wake-up)"),
+    }
+}
+
 /// Computation with no await point and no library call.
 pub fn spin(n: u64) -> u64 {
     let mut acc = 0u64;
