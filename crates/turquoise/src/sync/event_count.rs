@@ -115,14 +115,8 @@ impl Versions {
         }
         let deadline = Instant::now().checked_add(timeout);
         let timed_green = crate::thread::current().is_some() && crate::Handle::try_current().is_some_and(|h| h.has_time());
-        if let (true, Some(_)) = (timed_green, deadline) {
-            let mut sleep = std::pin::pin!(tokio::time::sleep(timeout));
-            let mut changed = self.wait_async(old);
-            let either = std::future::poll_fn(|cx| match Pin::new(&mut changed).poll(cx) {
-                Poll::Ready(v) => Poll::Ready(Some(v)),
-                Poll::Pending => sleep.as_mut().poll(cx).map(|()| None),
-            });
-            return super::wait(self.address(), either);
+        if let (true, Some(d)) = (timed_green, deadline) {
+            return super::wait_until(self.address(), d, self.wait_async(old));
         }
         self.sleep(old, deadline)
     }

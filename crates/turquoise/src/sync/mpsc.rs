@@ -4,7 +4,7 @@
 //! for messages and for waiting senders).
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use tokio::sync::mpsc::error::{SendError, TryRecvError, TrySendError};
 
@@ -108,10 +108,8 @@ impl<T> Receiver<T> {
     /// [`recv`](Receiver::recv) for at most `timeout`: `Err(Empty)` if
     /// nothing came meanwhile.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<T, TryRecvError> {
-        let now = Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(100 * 365 * 24 * 3600));
         let at = self as *const Self as *const ();
-        match super::wait_until(at, deadline, self.recv_async()) {
+        match super::wait_until(at, super::deadline(timeout), self.recv_async()) {
             Some(Some(v)) => Ok(v),
             Some(None) => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
