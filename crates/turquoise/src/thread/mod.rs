@@ -370,14 +370,7 @@ pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Ou
             green::park(cause, detail);
         }
     }
-    let me = Arc::new(OsThread(std::thread::current()));
-    let waker = Waker::from(me);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-            return v;
-        }
-        std::thread::park();
-    }
+    block_os(fut, None).expect("no deadline")
 }
 
 /// [`block_on_as`] until `deadline`: `None` if `fut` was still pending then
@@ -399,17 +392,27 @@ pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: 
             green::yield_now();
         }
     }
-    let mut fut = std::pin::pin!(fut);
+    block_os(std::pin::pin!(fut), Some(deadline))
+}
+
+/// Polls `fut` on the calling OS thread, parking the thread between looks,
+/// until it is ready or `deadline` passes (`None`).
+fn block_os<F: Future>(mut fut: Pin<&mut F>, deadline: Option<std::time::Instant>) -> Option<F::Output> {
     let waker = Waker::from(Arc::new(OsThread(std::thread::current())));
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
             return Some(v);
         }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return None;
+        match deadline {
+            None => std::thread::park(),
+            Some(d) => {
+                let now = std::time::Instant::now();
+                if now >= d {
+                    return None;
+                }
+                std::thread::park_timeout(d - now);
+            }
         }
-        std::thread::park_timeout(deadline - now);
     }
 }
 
