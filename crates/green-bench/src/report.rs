@@ -608,7 +608,7 @@ fn hol(s: &mut String, o: &Opts, r: &Results) {
         "The same servers and connections, but an open loop: {rate} requests per second in all, request i due at start + i/{rate} on \
          connection i mod N (a connection still waiting for an answer sends it right after; latency counts from when it was due, so a \
          stalled server is not hidden). With 1% long requests, `GET /long` spins {long} ms of CPU in the handler (calibrated work, {per:.0} \
-         opaque calls per us here), one in 100 by a fixed shuffled table: {busy:.0}% of the server's core goes to them. A closed loop would \
+         opaque steps per us here), one in 100 by a fixed shuffled table: {busy:.0}% of the server's core goes to them. A closed loop would \
          not show head-of-line blocking: with the long requests the server saturates and every latency becomes N / throughput. \
          Short-request latencies in ms, median [min-max] of {runs} runs; \"x\" is the median p99 with over the median p99 without.\n",
         rate = count(o.rate),

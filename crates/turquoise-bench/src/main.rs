@@ -267,7 +267,7 @@ fn report(o: &Opts, per_us: f64, short: u64, long: u64, open: &[Row], closed: &[
         o.seconds
     ));
     s.push_str(&format!(
-        "A hyper 1.x server pinned to CPU {SERVER_CPU} answers `GET /N` after N opaque calls ({per_us:.0} per us here: short requests N = {short}, \
+        "A hyper 1.x server pinned to CPU {SERVER_CPU} answers `GET /N` after N opaque steps ({per_us:.0} per us here: short requests N = {short}, \
          ~500 us; long ones N = {long}, ~50 ms). The client, pinned to CPU {CLIENT_CPU}, sends an open-loop stream of {} requests per second \
          over loopback keep-alive connections, long ones by a strict 1000-slot table; latency counts from when each request was due \
          (no coordinated omission). Servers: `tokio` (current-thread runtime, a task per connection), `tokio, wrapped` (the same with \
