@@ -95,7 +95,8 @@ pub fn start(kind: Kind, port: u16, s: &ServerSetup) -> Result<Server, String> {
         }
         k => {
             let mut c = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
-            c.args(["serve", k.name(), &port.to_string(), &s.slice_us.to_string(), &s.long_iters.to_string()]);
+            let slice = if k == Kind::GreenFine { green_bench::servers::FINE_SLICE_US } else { s.slice_us };
+            c.args(["serve", k.name(), &port.to_string(), &slice.to_string(), &s.long_iters.to_string()]);
             c
         }
     };

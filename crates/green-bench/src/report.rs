@@ -421,15 +421,18 @@ fn targets(s: &mut String, o: &Opts, r: &Results) {
         }
     }
     let (_, hconns) = r.axes(Sweep::Hol);
-    let ratios: Vec<(usize, f64)> = hconns.iter().filter_map(|&c| hol_ratio(r, Kind::Green, c).map(|x| (c, x))).collect();
-    if !ratios.is_empty() {
+    for (kind, slice_us) in [(Kind::Green, o.slice_us), (Kind::GreenFine, green_bench::servers::FINE_SLICE_US)] {
+        let ratios: Vec<(usize, f64)> = hconns.iter().filter_map(|&c| hol_ratio(r, kind, c).map(|x| (c, x))).collect();
+        if ratios.is_empty() {
+            continue;
+        }
         let met = ratios.iter().filter(|(_, x)| *x <= HOL_RATIO).count();
         let list: Vec<String> = ratios.iter().map(|(c, x)| format!("{x:.2}x at {}", count(*c as f64))).collect();
         let _ = writeln!(
             s,
-            "| green short-request p99 with 1% long requests (20 ms), against its own without | <= {HOL_RATIO:.0}x | {} connections ({} ms slices) | {} |",
+            "| green short-request p99 with 1% long requests (20 ms), against its own without, {} ms slices | <= {HOL_RATIO:.0}x | {} connections | {} |",
+            slice_us as f64 / 1000.0,
             list.join(", "),
-            o.slice_us as f64 / 1000.0,
             if met == ratios.len() { "yes".to_string() } else { format!("**no** (at {met} of {})", ratios.len()) }
         );
     }
@@ -525,7 +528,8 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
         "Each server answers HTTP/1.1 keep-alive requests on loopback with the same work: read until the blank line, parse the request line and \
          every header line, answer a fixed 13-byte body (`crates/green-bench/src/http.rs`; Go: `go/main.go`, the same steps). The server process \
          is pinned to CPU {srv} and the load generator to CPU {cli} (`sched_setaffinity`), so each has one core. Servers: **green threads** \
-         (`turquoise::thread`, a green thread per connection running blocking `std::net` code, one worker, {slice} ms slices), **pthreads** (a \
+         (`turquoise::thread`, a green thread per connection running blocking `std::net` code, one worker, {slice} ms slices; and the same \
+         with {fine} ms slices, what a server that cares for latency more than throughput would choose), **pthreads** (a \
          `std::thread` per connection, {stack} KiB stacks, the same code), **epoll loop** (one thread, mio, edge-triggered), **tokio** \
          (current-thread runtime, a task per connection), **Go** (`net`, a goroutine per connection, `GOMAXPROCS=1`). The load generator \
          (`client.rs`, one thread over epoll) opens N connections first (not timed), then each sends its next request as soon as the \
@@ -540,6 +544,7 @@ fn closed(s: &mut String, o: &Opts, r: &Results) {
         srv = crate::harness::SERVER_CPU,
         cli = crate::harness::CLIENT_CPU,
         slice = o.slice_us as f64 / 1000.0,
+        fine = green_bench::servers::FINE_SLICE_US as f64 / 1000.0,
         stack = PTHREAD_STACK >> 10,
         w = o.warmup,
         m = o.seconds,
