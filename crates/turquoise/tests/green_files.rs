@@ -10,14 +10,17 @@ use std::time::Duration;
 
 use turquoise::thread::Builder;
 
+mod common;
+
 fn runtime() -> turquoise::Runtime {
     turquoise::Builder::new().worker_threads(2).slice(Duration::from_millis(1)).enable_all().build().unwrap()
 }
 
 /// A scratch directory on the build's disk (`/tmp` may be a tmpfs, whose
 /// pages cannot be evicted).
-fn dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("green_files-{}", std::process::id()));
+/// One per test (`tag`): each removes its own at its end.
+fn dir(tag: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("green_files-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -61,7 +64,7 @@ fn evict(f: &std::fs::File, len: usize) -> bool {
 #[test]
 fn reads_and_writes_of_files_come_back_exact_and_uncached_reads_park() {
     let rt = runtime();
-    let d = dir();
+    let d = dir("rw");
     let mut offloaded = 0u64;
     let mut evicted_rounds = 0u64;
     let mut parked_rounds = 0u64;
@@ -122,4 +125,161 @@ fn reads_and_writes_of_files_come_back_exact_and_uncached_reads_park() {
     // park and blocks nothing either (0 waits blocked): its `RWF_NOWAIT`
     // read found the pages cached again after `mincore` said they were not.
     assert!(parked_rounds * 10 >= evicted_rounds * 9, "{parked_rounds} of {evicted_rounds} uncached reads parked");
+}
+
+/// `pread`/`pwrite` (Rust's `read_at`/`write_at`), `preadv`/`pwritev`, and
+/// `fsync`/`fdatasync`: the data comes back exact at every offset, the file
+/// position is never moved, uncached positional reads and every sync park
+/// (on the blocking pool), and a sync's error comes back with its errno.
+#[test]
+fn positional_io_and_syncs_park_and_come_back_exact() {
+    use std::os::unix::fs::FileExt;
+    let rt = runtime();
+    let d = dir("positional");
+    let mut evicted_rounds = 0u64;
+    let mut parked_rounds = 0u64;
+    for round in 0..40u64 {
+        let len = [1, 4096, 65_537, 300_000, 1 << 20][round as usize % 5] + round as usize;
+        let path = d.join(format!("p{round}"));
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let data = pattern(len, round + 1000);
+                let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
+                // Pieces written back to front, at their offsets.
+                let piece = 9_001 + round as usize;
+                let starts: Vec<usize> = (0..len).step_by(piece).collect();
+                for &s in starts.iter().rev() {
+                    f.write_all_at(&data[s..(s + piece).min(len)], s as u64).unwrap();
+                }
+                let c0 = linger::park::counters();
+                f.sync_data().unwrap();
+                f.sync_all().unwrap();
+                let synced = linger::park::counters().parks - c0.parks;
+                let evicted = evict(&f, len);
+                let c1 = linger::park::counters();
+                let mut back = vec![0u8; len];
+                f.read_exact_at(&mut back, 0).unwrap();
+                let parks = linger::park::counters().parks - c1.parks;
+                assert!(back == data, "round {round}: read_exact_at gave other bytes");
+                // Scattered over three buffers from an offset, uncached again.
+                evict(&f, len);
+                let from = len / 5;
+                let mut parts = [vec![0u8; 100], vec![0u8; 7_000], vec![0u8; len]];
+                let iov: Vec<libc::iovec> = parts.iter_mut().map(|p| libc::iovec { iov_base: p.as_mut_ptr().cast(), iov_len: p.len() }).collect();
+                // SAFETY: three iovecs over our own buffers.
+                let n = unsafe { libc::preadv(f.as_raw_fd(), iov.as_ptr(), 3, from as i64) };
+                assert_eq!(n, (len - from) as isize, "round {round}: preadv");
+                let got: Vec<u8> = parts.iter().flatten().copied().take(n as usize).collect();
+                assert!(got == data[from..], "round {round}: preadv gave other bytes");
+                // Gathered from two buffers at an offset past the end: the
+                // file grows, the hole reads as zeros.
+                let tail = pattern(5_000, round);
+                let (a, b) = tail.split_at(1_234);
+                let iov = [libc::iovec { iov_base: a.as_ptr() as *mut _, iov_len: a.len() }, libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: b.len() }];
+                // SAFETY: two iovecs over our own buffers.
+                let w = unsafe { libc::pwritev(f.as_raw_fd(), iov.as_ptr(), 2, len as i64 + 10) };
+                assert_eq!(w, 5_000, "round {round}: pwritev");
+                let mut end = vec![0xffu8; 5_010];
+                f.read_exact_at(&mut end, len as u64).unwrap();
+                assert!(end[..10].iter().all(|&b| b == 0) && end[10..] == tail[..], "round {round}: pwritev's bytes");
+                // None of it moved the file position.
+                let mut f2 = &f;
+                assert_eq!(f2.stream_position().unwrap(), 0, "round {round}: the file position moved");
+                // A sync's error, from the pool, with its errno.
+                // SAFETY: a sync of a descriptor that is not open.
+                let r = unsafe { libc::fsync(-1) };
+                let e = std::io::Error::last_os_error().raw_os_error();
+                assert_eq!((r, e), (-1, Some(libc::EBADF)), "round {round}: fsync(-1)");
+                drop(f);
+                std::fs::remove_file(&path).unwrap();
+                (synced, evicted, parks)
+            })
+            .unwrap();
+        let (synced, evicted, parks) = h.join().unwrap();
+        assert!(synced >= 2, "round {round}: {synced} parks for two syncs");
+        if evicted {
+            evicted_rounds += 1;
+            if parks >= 1 {
+                parked_rounds += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&d);
+    eprintln!("{evicted_rounds} rounds read uncached files at an offset, {parked_rounds} of them parked");
+    // As in the test above: a read can find its pages cached again.
+    assert!(parked_rounds * 10 >= evicted_rounds * 9, "{parked_rounds} of {evicted_rounds} uncached positional reads parked");
+}
+
+/// Opens from green threads: a FIFO's open waits for its other end on the
+/// pool (the reader and the writer are green threads of the only worker:
+/// blocking that worker in the reader's open would deadlock them), an open
+/// that creates goes to the pool (it parks), an open of a cached regular
+/// file is made on the worker with the caller's flags, and a missing file
+/// gives ENOENT.
+#[test]
+fn opens_wait_on_the_pool_not_on_the_worker() {
+    use std::ffi::CString;
+    let rt = turquoise::Builder::new().worker_threads(1).slice(Duration::from_millis(1)).enable_all().build().unwrap();
+    let d = dir("open");
+    for round in 0..20u64 {
+        let fifo = d.join(format!("fifo{round}"));
+        let cpath = CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+        let (a, b) = (cpath.clone(), cpath.clone());
+        let reader = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                // SAFETY: a NUL-terminated path; the descriptor is ours.
+                let fd = unsafe { libc::open(a.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                assert!(fd >= 0, "round {round}: the FIFO's reader: {}", std::io::Error::last_os_error());
+                let mut buf = [0u8; 16];
+                // SAFETY: our buffer and descriptor.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                // SAFETY: ours.
+                unsafe { libc::close(fd) };
+                buf[..n.max(0) as usize].to_vec()
+            })
+            .unwrap();
+        let writer = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                // Let the reader's open wait first.
+                turquoise::thread::sleep(Duration::from_millis(2));
+                // SAFETY: as above.
+                let fd = unsafe { libc::open(b.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+                assert!(fd >= 0, "round {round}: the FIFO's writer: {}", std::io::Error::last_os_error());
+                // SAFETY: our bytes and descriptor.
+                let w = unsafe { libc::write(fd, b"through".as_ptr().cast(), 7) };
+                // SAFETY: ours.
+                unsafe { libc::close(fd) };
+                w
+            })
+            .unwrap();
+        let got = common::within(Duration::from_secs(20), "a FIFO's open", move || (writer.join().unwrap(), reader.join().unwrap()));
+        assert_eq!(got, (7, b"through".to_vec()), "round {round}");
+        std::fs::remove_file(&fifo).unwrap();
+
+        let file = d.join(format!("o{round}"));
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let c0 = linger::park::counters();
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&file).unwrap();
+                let created = linger::park::counters().parks - c0.parks;
+                f.write_all(b"one ").unwrap();
+                drop(f);
+                // Cached now: opened on the worker, appending.
+                let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+                f.write_all(b"two").unwrap();
+                drop(f);
+                let back = std::fs::read(&file).unwrap();
+                let missing = std::fs::File::open(file.with_extension("missing")).map(|_| ()).map_err(|e| e.raw_os_error());
+                std::fs::remove_file(&file).unwrap();
+                (created, back, missing)
+            })
+            .unwrap();
+        let (created, back, missing) = h.join().unwrap();
+        assert!(created >= 1, "round {round}: an open that creates did not park");
+        assert_eq!(back, b"one two", "round {round}");
+        assert_eq!(missing, Err(Some(libc::ENOENT)), "round {round}");
+    }
+    let _ = std::fs::remove_dir(&d);
 }

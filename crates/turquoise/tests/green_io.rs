@@ -199,3 +199,111 @@ fn sleeps_and_child_pipes_park() {
     let took = short.join().unwrap();
     assert!(took >= Duration::from_millis(2), "20 x 100 us took {took:?}");
 }
+
+/// A listening socket on loopback with a backlog of 0, whose one queued
+/// connection is never accepted: further connects' SYNs are dropped, so
+/// they wait (for retransmissions, seconds apart). With what fills it.
+fn full_listener() -> (std::net::SocketAddr, Vec<std::os::fd::OwnedFd>) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain system calls on descriptors we create and own; the
+    // sockaddr_in is fully initialised and its size passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let l = OwnedFd::from_raw_fd(fd);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, (&a as *const libc::sockaddr_in).cast(), size), 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut len = size;
+        assert_eq!(libc::getsockname(fd, (&mut a as *mut libc::sockaddr_in).cast(), &mut len), 0);
+        let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, u16::from_be(a.sin_port)));
+        // Two fillers, without waiting (the second stays in SYN_SENT).
+        let mut held = vec![l];
+        for _ in 0..2 {
+            let c = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0);
+            assert!(c >= 0);
+            libc::connect(c, (&a as *const libc::sockaddr_in).cast(), size);
+            held.push(OwnedFd::from_raw_fd(c));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        (addr, held)
+    }
+}
+
+/// `connect(2)` on a blocking socket, from a green thread, through libc.
+fn connect_c(addr: std::net::SocketAddr, send_timeout: Option<Duration>) -> (i32, i32, i32, Duration) {
+    let std::net::SocketAddr::V4(v4) = addr else { unreachable!() };
+    // SAFETY: plain system calls on a descriptor we create and close.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        if let Some(t) = send_timeout {
+            let tv = libc::timeval { tv_sec: t.as_secs() as i64, tv_usec: t.subsec_micros() as i64 };
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_port = v4.port().to_be();
+        a.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+        let t = Instant::now();
+        let r = libc::connect(fd, (&a as *const libc::sockaddr_in).cast(), std::mem::size_of::<libc::sockaddr_in>() as u32);
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let took = t.elapsed();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::close(fd);
+        (r, if r == 0 { 0 } else { e }, flags, took)
+    }
+}
+
+/// A connect that waits parks its green thread: the other green thread of
+/// the only worker keeps ticking (with 200 ms slices, a connect that
+/// blocked the worker until its slice ended would stop it that long). As
+/// the blocking call: `SO_SNDTIMEO` ends it with `EINPROGRESS`; a connect
+/// that succeeds returns 0, a refused one `ECONNREFUSED`; and the socket is
+/// left blocking either way.
+#[test]
+fn connect_parks_and_keeps_the_blocking_semantics() {
+    let rt = runtime(1, Duration::from_millis(200));
+    let (full, _held) = full_listener();
+    let open = TcpListener::bind("127.0.0.1:0").unwrap();
+    let open_addr = open.local_addr().unwrap();
+    let closed_addr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    for round in 0..4 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let ticker = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let (mut last, mut gap, mut ticks) = (Instant::now(), Duration::ZERO, 0u64);
+                while !s.load(Ordering::Relaxed) {
+                    thread::sleep(Duration::from_millis(2));
+                    let now = Instant::now();
+                    gap = gap.max(now - last);
+                    last = now;
+                    ticks += 1;
+                }
+                (ticks, gap)
+            })
+            .unwrap();
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || (connect_c(full, Some(Duration::from_millis(300))), connect_c(open_addr, None), connect_c(closed_addr, None)))
+            .unwrap();
+        let (waited, ok, refused) = h.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let (ticks, gap) = ticker.join().unwrap();
+        let (r, e, flags, took) = waited;
+        assert_eq!((r, e), (-1, libc::EINPROGRESS), "round {round}: the timed-out connect");
+        assert!(took >= Duration::from_millis(280), "round {round}: it gave up after {took:?}, not at its 300 ms timeout");
+        assert_eq!(flags & libc::O_NONBLOCK, 0, "round {round}: the socket was left non-blocking");
+        assert_eq!((ok.0, ok.2 & libc::O_NONBLOCK), (0, 0), "round {round}: the connect that succeeds (errno {})", ok.1);
+        assert_eq!((refused.0, refused.1), (-1, libc::ECONNREFUSED), "round {round}: the refused connect");
+        eprintln!("round {round}: the other green thread ticked {ticks} times, the longest gap {gap:?}");
+        assert!(ticks >= 10 && gap < Duration::from_millis(150), "round {round}: the worker stalled ({ticks} ticks, a gap of {gap:?})");
+        drop(open.accept().unwrap());
+    }
+}

@@ -14,7 +14,8 @@
 
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 
-use super::parking::{self, streams, Hook, Next, Transfer, Waiter};
+use super::files::{self, At};
+use super::parking::{self, socket_timeout, streams, Hook, Next, Transfer, Waiter};
 use super::{or_enosys, blocking, errno, in_function, real, retry, set_errno, valid_timeout, Deadline, Mark};
 use crate::park::Interest;
 
@@ -99,18 +100,6 @@ pub(crate) fn prepare() {
     let _ = (real_read(), real_write(), real_readv(), real_writev(), real_recv(), real_recvfrom(), real_recvmsg());
     let _ = (real_send(), real_sendto(), real_sendmsg(), real_accept(), real_accept4(), real_connect());
     let _ = (real_msgsnd(), real_msgrcv(), real_semop(), real_semtimedop(), real_recvmmsg(), real_sendmmsg());
-}
-
-/// The socket timeout (SO_RCVTIMEO for input, SO_SNDTIMEO for output) of
-/// `fd`, if it is a socket with one.
-pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
-    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
-    let mut len = std::mem::size_of::<libc::timeval>() as socklen_t;
-    let opt = if input { libc::SO_RCVTIMEO } else { libc::SO_SNDTIMEO };
-    // SAFETY: valid out pointers of the right size.
-    let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut c_void, &mut len) };
-    (r == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
-        .then(|| libc::timespec { tv_sec: tv.tv_sec, tv_nsec: tv.tv_usec * 1000 })
 }
 
 /// Retries `f` on `fd` after interruptions by preemption alone. A socket
@@ -286,7 +275,7 @@ fn write_piece(fd: c_int, base: *const u8, len: usize) -> ssize_t {
 /// while there is nothing; anything else the blocking way.
 fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
     if !streams(fd) {
-        return file_transfer(h, fd, v, false, blocking);
+        return files::transfer(h, fd, v, false, At::Position, blocking);
     }
     let t = Transfer { waiter: Waiter::new(h, fd, Interest::Read, true), v, all: false };
     // SAFETY: the caller's iovecs.
@@ -297,156 +286,11 @@ fn parked_read(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize
 /// and sockets, parking while there is no room, until all is written.
 fn parked_write(h: Hook, fd: c_int, v: &[iovec], blocking: impl FnOnce() -> ssize_t) -> ssize_t {
     if !streams(fd) {
-        return file_transfer(h, fd, v, true, blocking);
+        return files::transfer(h, fd, v, true, At::Position, blocking);
     }
     let t = Transfer { waiter: Waiter::new(h, fd, Interest::Write, true), v, all: true };
     // SAFETY: the caller's iovecs, or what is left of them.
     t.run(|p, n, _| unsafe { libc::pwritev2(fd, p, n, -1, libc::RWF_NOWAIT) }, blocking, |b, len| write_piece(fd, b, len))
-}
-
-/// Reads and writes of regular files (anything that seeks) in a function
-/// with a park hook, where readiness means nothing. `preadv2`/`pwritev2`
-/// with `RWF_NOWAIT` (offset -1: the file position) move what they can
-/// without waiting for the disk, again until done, end of file or `EAGAIN`;
-/// the rest goes to the hook's blocking pool (`Park::offload`) as one
-/// blocking call on a copy of the data while the function parks, so a page
-/// cache hit costs one system call and a miss does not stall the worker.
-/// A file system without `RWF_NOWAIT` (`EOPNOTSUPP`) offloads whole reads
-/// and makes writes here. Where the hook cannot offload (or no memory for the copy), the
-/// rest is moved here, blocking, as before.
-fn file_transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, blocking: impl FnOnce() -> ssize_t) -> ssize_t {
-    let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
-    if total == 0 {
-        return blocking();
-    }
-    let e0 = errno();
-    let mut done = 0usize;
-    let offload = loop {
-        let rest = tail(v, done);
-        // SAFETY: the caller's iovecs, or what is left of them.
-        let r = unsafe {
-            if write {
-                libc::pwritev2(fd, rest.as_ptr(), rest.len() as c_int, -1, libc::RWF_NOWAIT)
-            } else {
-                libc::preadv2(fd, rest.as_ptr(), rest.len() as c_int, -1, libc::RWF_NOWAIT)
-            }
-        };
-        if r > 0 {
-            done += r as usize;
-            if done >= total {
-                break false;
-            }
-            continue;
-        }
-        if r == 0 {
-            break false; // end of file (or a device that takes nothing)
-        }
-        match errno() {
-            libc::EAGAIN => break true,
-            // No `RWF_NOWAIT` on this file system: reads offload (a read
-            // that misses the cache waits for the disk), buffered writes
-            // block here (they reach the page cache and rarely wait).
-            libc::EOPNOTSUPP if !write => break true,
-            // The blocking call says what is wrong (or does it without
-            // the flag), unless something moved already.
-            _ if done == 0 => {
-                set_errno(e0);
-                return blocking();
-            }
-            _ => break false,
-        }
-    };
-    if !offload {
-        set_errno(e0);
-        return done as ssize_t;
-    }
-    let rest = total - done;
-    let mut buf: Vec<u8> = Vec::new();
-    if buf.try_reserve_exact(rest).is_ok() {
-        if write {
-            for e in tail(v, done) {
-                // SAFETY: a piece of the caller's buffers.
-                buf.extend_from_slice(unsafe { std::slice::from_raw_parts(e.iov_base as *const u8, e.iov_len) });
-            }
-        }
-        let (real_r, real_w) = (real_read(), real_write());
-        let result = std::sync::Arc::new(std::sync::OnceLock::<(ssize_t, c_int, Vec<u8>)>::new());
-        let out = result.clone();
-        let work = Box::new(move || {
-            let mut buf = buf;
-            // SAFETY: `buf` is ours: `rest` bytes of capacity to read into,
-            // or the copy to write. The pool thread is outside any function:
-            // the plain blocking call.
-            let r = unsafe {
-                match (write, real_r, real_w) {
-                    (true, _, Some(w)) => w(fd, buf.as_ptr().cast(), buf.len()),
-                    (false, Some(rd), _) => rd(fd, buf.as_mut_ptr().cast(), rest),
-                    _ => -1,
-                }
-            };
-            let e = errno();
-            if !write && r > 0 {
-                // SAFETY: the kernel wrote `r <= rest` bytes into the capacity.
-                unsafe { buf.set_len(r as usize) };
-            }
-            let _ = out.set((r, e, buf));
-        });
-        if parking::offload(h, work) {
-            if let Some((r, e, buf)) = result.get() {
-                if *r < 0 {
-                    if done > 0 {
-                        set_errno(e0);
-                        return done as ssize_t;
-                    }
-                    set_errno(*e);
-                    return -1;
-                }
-                if !write {
-                    scatter(v, done, buf);
-                }
-                set_errno(e0);
-                return (done + *r as usize) as ssize_t;
-            }
-        }
-    }
-    // No pool (or no memory for the copy): the rest, blocking.
-    set_errno(e0);
-    if done == 0 {
-        return blocking();
-    }
-    let rest = tail(v, done);
-    let call = if write { real_writev() } else { real_readv() };
-    let Some(call) = call else { return done as ssize_t };
-    // SAFETY: what is left of the caller's iovecs.
-    let r = retry_fd(fd, !write, || unsafe { call(fd, rest.as_ptr(), rest.len() as c_int) });
-    set_errno(e0);
-    (done + r.max(0) as usize) as ssize_t
-}
-
-/// The iovecs of `v` from byte `done` on.
-fn tail(v: &[iovec], done: usize) -> Vec<iovec> {
-    let (i, off) = parking::locate(v, done);
-    let mut out = v[i..].to_vec();
-    if let Some(first) = out.first_mut() {
-        // SAFETY: `off` lies inside this iovec of the caller's.
-        first.iov_base = unsafe { (first.iov_base as *mut u8).add(off) }.cast();
-        first.iov_len -= off;
-    }
-    out
-}
-
-/// Copies `data` into `v` from byte `at` on.
-fn scatter(v: &[iovec], at: usize, mut data: &[u8]) {
-    for e in tail(v, at) {
-        if data.is_empty() {
-            break;
-        }
-        let n = e.iov_len.min(data.len());
-        // SAFETY: `n` bytes fit in this piece of the caller's buffers, and
-        // `data` (our copy) does not overlap them.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), e.iov_base as *mut u8, n) };
-        data = &data[n..];
-    }
 }
 
 /// `accept` and `accept4` with a hook: no call accepts without blocking
@@ -715,9 +559,15 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, alen: *mut sock
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen_t) -> c_int {
     let real = or_enosys!(real_connect());
-    if !in_function() {
+    let Some(hook) = parking::inside() else {
         // SAFETY: forwarded verbatim.
         return unsafe { real(fd, addr, alen) };
+    };
+    if let Some(h) = hook {
+        // SAFETY: forwarded verbatim.
+        if let Some(r) = parked_connect(h, fd, || unsafe { real(fd, addr, alen) }) {
+            return r;
+        }
     }
     let start = super::now(libc::CLOCK_MONOTONIC);
     let deadline = std::cell::OnceCell::new();
@@ -737,7 +587,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
         set_errno(e); // the socket query may have changed it
         if let Some(d) = d.filter(|d| if d.is_some() { m.preempted_only() } else { m.preempted_only_restartable() }) {
             if d.is_some_and(|d| d.remaining_ms() == 0) {
-                set_errno(libc::EAGAIN);
+                // What a blocking connect whose send timeout ran out
+                // reports (the connection goes on in the background).
+                set_errno(libc::EINPROGRESS);
                 return -1;
             }
             retried = true;
@@ -774,6 +626,95 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
         }
         return 0;
     }
+}
+
+/// `connect` with a hook, on a socket the program left blocking: the
+/// connection is started with the descriptor made non-blocking for that
+/// one call (there is no per-call flag for `connect`), its flags put back
+/// at once, and the thread parks until the socket is writable, then reads
+/// the outcome (`SO_ERROR`). As the blocking call: 0 once connected, the
+/// error the connection failed with, `EINPROGRESS` when `SO_SNDTIMEO` runs
+/// out first, `EINTR` after the program's handler (the connection goes on
+/// in the background in both cases, as the kernel's does). While the flag
+/// is set, another thread's blocking call on the same open file would get
+/// `EAGAIN`; nothing uses a socket that is not connected yet. None: make
+/// the blocking call (a non-blocking socket, whose `EINPROGRESS` is the
+/// program's; a Unix socket whose listener's backlog is full, which no
+/// readiness announces; flags that cannot be read or set).
+fn parked_connect(h: Hook, fd: c_int, call: impl Fn() -> c_int) -> Option<c_int> {
+    let e0 = errno();
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: sets the status flags of the caller's descriptor (changed
+    // back right after the one call below).
+    if fl == -1 || fl & libc::O_NONBLOCK != 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } == -1 {
+        set_errno(e0);
+        return None;
+    }
+    let r = call();
+    let e = errno();
+    // SAFETY: the flags as they were.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, fl) };
+    if r == 0 {
+        set_errno(e0);
+        return Some(0);
+    }
+    match e {
+        libc::EINPROGRESS => {}
+        // Nothing started (a full Unix backlog): the blocking call waits.
+        libc::EAGAIN => {
+            set_errno(e0);
+            return None;
+        }
+        _ => {
+            set_errno(e);
+            return Some(-1);
+        }
+    }
+    let poll = super::wait::real_poll()?;
+    // The waiter's mark keeps the program's errno, for success.
+    set_errno(e0);
+    let mut w = Waiter::new(h, fd, Interest::Write, true);
+    loop {
+        let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd, no wait.
+        if unsafe { poll(&mut p, 1, 0) } != 0 {
+            break;
+        }
+        match w.would_block() {
+            Next::Retry => {}
+            // The send timeout ran out (what a timed-out connect reports),
+            // or the program's handler ran.
+            Next::Fail(e) => {
+                set_errno(if e == libc::EAGAIN { libc::EINPROGRESS } else { e });
+                return Some(-1);
+            }
+            // May not park here: wait in the kernel, for as long as the
+            // blocking call would have.
+            Next::Block => {
+                let t = socket_timeout(fd, false).map_or(-1, |t| (t.tv_sec.saturating_mul(1000) + t.tv_nsec / 1_000_000).clamp(1, c_int::MAX as i64) as c_int);
+                // SAFETY: one valid pollfd (our own wrapper: it retries
+                // after preemption, and cannot park here either).
+                if unsafe { super::wait::poll(&mut p, 1, t) } == 0 {
+                    set_errno(libc::EINPROGRESS);
+                    return Some(-1);
+                }
+                break;
+            }
+        }
+    }
+    let mut err: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out pointers of the right size.
+    if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) } != 0 {
+        return Some(-1);
+    }
+    if err != 0 {
+        set_errno(err);
+        return Some(-1);
+    }
+    w.done(());
+    Some(0)
 }
 
 /// # Safety

@@ -46,6 +46,7 @@ pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod exit;
 pub(crate) mod fds;
+pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod loader;
 pub(crate) mod parking;
@@ -98,6 +99,7 @@ pub(crate) fn prepare() {
     child::prepare();
     child_env::prepare();
     io::prepare();
+    files::prepare();
     fds::prepare();
     wait::prepare();
     signals::prepare();

@@ -117,6 +117,18 @@ pub(crate) fn streams(fd: c_int) -> bool {
     pipe
 }
 
+/// The socket timeout (SO_RCVTIMEO for input, SO_SNDTIMEO for output) of
+/// `fd`, if it is a socket with one.
+pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
+    let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+    let opt = if input { libc::SO_RCVTIMEO } else { libc::SO_SNDTIMEO };
+    // SAFETY: valid out pointers of the right size.
+    let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut libc::c_void, &mut len) };
+    (r == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
+        .then(|| libc::timespec { tv_sec: tv.tv_sec, tv_nsec: tv.tv_usec * 1000 })
+}
+
 /// What a wrapper does after an attempt that would block.
 pub(crate) enum Next {
     /// Parked and resumed: try again.
@@ -166,7 +178,7 @@ impl Waiter {
             if fl != -1 && fl & libc::O_NONBLOCK != 0 {
                 return Next::Fail(libc::EAGAIN);
             }
-            let t = if self.socket { super::io::socket_timeout(self.fd, self.interest == Interest::Read) } else { None };
+            let t = if self.socket { socket_timeout(self.fd, self.interest == Interest::Read) } else { None };
             // A socket with a timeout: EINTR after any handler (signal(7)).
             self.restartable = t.is_none();
             self.deadline = Some(t.map(|t| Deadline::after(&t)));

@@ -1,0 +1,527 @@
+//! Regular files (anything that seeks), where readiness means nothing:
+//! reads and writes at the file position or at an offset, and the syncs.
+//!
+//! Inside a function launched with a park hook (turquoise's green threads):
+//!
+//! - A read or write first moves what it can with `preadv2`/`pwritev2` and
+//!   `RWF_NOWAIT` (page-cache hits), again until done, end of file or
+//!   `EAGAIN`. The rest goes to the hook's blocking pool (`Park::offload`)
+//!   as one blocking call on a heap copy of the data while the function
+//!   parks, so a hit costs one system call and a miss does not stall the
+//!   worker.
+//! - `fsync`, `fdatasync` and `syncfs`, which wait for the disk by nature
+//!   (tens of milliseconds with dirty pages), go to the pool whole.
+//!
+//! - `open` and `openat` first look the path up in the kernel's caches
+//!   alone (`openat2` with `RESOLVE_CACHED`, of an `O_PATH` descriptor,
+//!   and its type): a regular file or a directory found there is opened
+//!   here, the same way; a lookup that would wait for the disk, and FIFOs
+//!   and devices (whose opens may wait for the other end, or have effects),
+//!   are opened on the pool. Opens that create or truncate always go to the
+//!   pool (the cache cannot answer for them).
+//!
+//! The pool works on memory it owns: a function cancelled while its call is
+//! on the pool (stopped, its stack reused) leaves the pool writing into
+//! nothing of the function's (an open finished there for a cancelled
+//! function leaves its descriptor open, as a thread killed after its
+//! `open` returned would). Where the hook cannot offload (no hook, a place
+//! where the function may not park, no memory for the copy) the call blocks,
+//! as it did before. `stat` and the rest are not wrapped and block the
+//! worker (`docs/safety.md`).
+
+use std::sync::{Arc, OnceLock};
+
+use libc::{c_char, c_int, c_void, iovec, mode_t, off_t, size_t, ssize_t};
+
+use super::parking::{self, Hook};
+use super::{errno, or_enosys, real, retry, set_errno};
+
+type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
+type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;
+type PvecFn = unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+type SyncFn = unsafe extern "C" fn(c_int) -> c_int;
+type OpenAtFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
+
+// On 64-bit Linux each `*64` name is the same function as the plain one.
+fn real_pread() -> Option<PreadFn> {
+    real!("pread64", PreadFn)
+}
+fn real_pwrite() -> Option<PwriteFn> {
+    real!("pwrite64", PwriteFn)
+}
+fn real_preadv() -> Option<PvecFn> {
+    real!("preadv64", PvecFn)
+}
+fn real_pwritev() -> Option<PvecFn> {
+    real!("pwritev64", PvecFn)
+}
+fn real_fsync() -> Option<SyncFn> {
+    real!("fsync", SyncFn)
+}
+fn real_fdatasync() -> Option<SyncFn> {
+    real!("fdatasync", SyncFn)
+}
+fn real_syncfs() -> Option<SyncFn> {
+    real!("syncfs", SyncFn)
+}
+// Declared with the mode, which the variadic function reads only with
+// `O_CREAT` or `O_TMPFILE` (and which the x86-64 ABI passes in the same
+// register either way).
+fn real_openat() -> Option<OpenAtFn> {
+    real!("openat64", OpenAtFn)
+}
+
+pub(crate) fn prepare() {
+    let _ = (real_pread(), real_pwrite(), real_preadv(), real_pwritev());
+    let _ = (real_fsync(), real_fdatasync(), real_syncfs(), real_openat());
+}
+
+/// Where a transfer reads or writes.
+#[derive(Clone, Copy)]
+pub(crate) enum At {
+    /// At the file position, which it advances (`read`, `write`).
+    Position,
+    /// At an offset; the file position is left alone (`pread`, `pwrite`).
+    Offset(off_t),
+}
+
+impl At {
+    /// The offset argument of `preadv2`/`pwritev2` for the part of the
+    /// transfer from byte `done` on (-1: the file position).
+    fn after(self, done: usize) -> off_t {
+        match self {
+            At::Position => -1,
+            At::Offset(o) => o.saturating_add(done as off_t),
+        }
+    }
+}
+
+/// A read (`write` false) or write of `v` on a regular file, in a function
+/// with a park hook (see the module's documentation). A file system without
+/// `RWF_NOWAIT` (`EOPNOTSUPP`) offloads whole reads and makes writes here
+/// (buffered writes reach the page cache and rarely wait). `blocking` is
+/// the program's own call, made when nothing has moved yet and the attempt
+/// cannot say what is wrong, or when nothing can be offloaded.
+pub(crate) fn transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, at: At, blocking: impl FnOnce() -> ssize_t) -> ssize_t {
+    let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
+    if total == 0 {
+        return blocking();
+    }
+    let e0 = errno();
+    let mut done = 0usize;
+    let offload = loop {
+        let rest = tail(v, done);
+        // SAFETY: the caller's iovecs, or what is left of them.
+        let r = unsafe {
+            if write {
+                libc::pwritev2(fd, rest.as_ptr(), rest.len() as c_int, at.after(done), libc::RWF_NOWAIT)
+            } else {
+                libc::preadv2(fd, rest.as_ptr(), rest.len() as c_int, at.after(done), libc::RWF_NOWAIT)
+            }
+        };
+        if r > 0 {
+            done += r as usize;
+            if done >= total {
+                break false;
+            }
+            continue;
+        }
+        if r == 0 {
+            break false; // end of file (or a device that takes nothing)
+        }
+        match errno() {
+            libc::EAGAIN => break true,
+            libc::EOPNOTSUPP if !write => break true,
+            // The blocking call says what is wrong (or does it without
+            // the flag), unless something moved already.
+            _ if done == 0 => {
+                set_errno(e0);
+                return blocking();
+            }
+            _ => break false,
+        }
+    };
+    if !offload {
+        set_errno(e0);
+        return done as ssize_t;
+    }
+    let rest = total - done;
+    let mut buf: Vec<u8> = Vec::new();
+    if buf.try_reserve_exact(rest).is_ok() {
+        if write {
+            for e in tail(v, done) {
+                // SAFETY: a piece of the caller's buffers.
+                buf.extend_from_slice(unsafe { std::slice::from_raw_parts(e.iov_base as *const u8, e.iov_len) });
+            }
+        }
+        let offset = at.after(done);
+        let result = Arc::new(OnceLock::<(ssize_t, c_int, Vec<u8>)>::new());
+        let out = result.clone();
+        let work = Box::new(move || {
+            let mut buf = buf;
+            // `preadv2`/`pwritev2` without flags: `read`/`write` at offset
+            // -1, `pread`/`pwrite` otherwise (not our wrappers).
+            let one = iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: if write { buf.len() } else { rest } };
+            // SAFETY: `one` covers `buf`: `rest` bytes of capacity to read
+            // into, or the copy to write. The pool thread is outside any
+            // function: the plain blocking call.
+            let r = unsafe { if write { libc::pwritev2(fd, &one, 1, offset, 0) } else { libc::preadv2(fd, &one, 1, offset, 0) } };
+            let e = errno();
+            if !write && r > 0 {
+                // SAFETY: the kernel wrote `r <= rest` bytes into the capacity.
+                unsafe { buf.set_len(r as usize) };
+            }
+            let _ = out.set((r, e, buf));
+        });
+        if parking::offload(h, work) {
+            if let Some((r, e, buf)) = result.get() {
+                if *r < 0 {
+                    if done > 0 {
+                        set_errno(e0);
+                        return done as ssize_t;
+                    }
+                    set_errno(*e);
+                    return -1;
+                }
+                if !write {
+                    scatter(v, done, buf);
+                }
+                set_errno(e0);
+                return (done + *r as usize) as ssize_t;
+            }
+        }
+    }
+    // No pool (or no memory for the copy): the rest, blocking.
+    set_errno(e0);
+    if done == 0 {
+        return blocking();
+    }
+    let rest = tail(v, done);
+    // SAFETY: what is left of the caller's iovecs.
+    let r = retry(|| unsafe {
+        if write {
+            libc::pwritev2(fd, rest.as_ptr(), rest.len() as c_int, at.after(done), 0)
+        } else {
+            libc::preadv2(fd, rest.as_ptr(), rest.len() as c_int, at.after(done), 0)
+        }
+    });
+    set_errno(e0);
+    (done + r.max(0) as usize) as ssize_t
+}
+
+/// The iovecs of `v` from byte `done` on.
+fn tail(v: &[iovec], done: usize) -> Vec<iovec> {
+    let (i, off) = parking::locate(v, done);
+    let mut out = v[i..].to_vec();
+    if let Some(first) = out.first_mut() {
+        // SAFETY: `off` lies inside this iovec of the caller's.
+        first.iov_base = unsafe { (first.iov_base as *mut u8).add(off) }.cast();
+        first.iov_len -= off;
+    }
+    out
+}
+
+/// Copies `data` into `v` from byte `at` on.
+fn scatter(v: &[iovec], at: usize, mut data: &[u8]) {
+    for e in tail(v, at) {
+        if data.is_empty() {
+            break;
+        }
+        let n = e.iov_len.min(data.len());
+        // SAFETY: `n` bytes fit in this piece of the caller's buffers, and
+        // `data` (our copy) does not overlap them.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), e.iov_base as *mut u8, n) };
+        data = &data[n..];
+    }
+}
+
+/// `v` as a slice, for the positional vector calls with a hook; None
+/// (make the call as it is: the kernel judges it) when it is not one.
+///
+/// # Safety
+/// The caller of the wrapper passes `n` valid iovecs at `iov` when `n > 0`.
+unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> Option<&'a [iovec]> {
+    if iov.is_null() || n <= 0 || n > libc::UIO_MAXIOV {
+        return None;
+    }
+    // SAFETY: per the contract.
+    Some(unsafe { std::slice::from_raw_parts(iov, n as usize) })
+}
+
+/// # Safety
+/// Same contract as POSIX `pread`.
+#[no_mangle]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, offset: off_t) -> ssize_t {
+    let real = or_enosys!(real_pread());
+    // SAFETY: forwarded verbatim.
+    let call = || unsafe { real(fd, buf, count, offset) };
+    match parking::hook() {
+        Some(h) => transfer(h, fd, &[iovec { iov_base: buf, iov_len: count }], false, At::Offset(offset), call),
+        None => call(),
+    }
+}
+
+/// # Safety
+/// Same contract as `pread`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, count: size_t, offset: off_t) -> ssize_t {
+    // SAFETY: the same contract.
+    unsafe { pread(fd, buf, count, offset) }
+}
+
+/// # Safety
+/// Same contract as POSIX `pwrite`.
+#[no_mangle]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, offset: off_t) -> ssize_t {
+    let real = or_enosys!(real_pwrite());
+    // SAFETY: forwarded verbatim.
+    let call = || unsafe { real(fd, buf, count, offset) };
+    match parking::hook() {
+        Some(h) => transfer(h, fd, &[iovec { iov_base: buf as *mut c_void, iov_len: count }], true, At::Offset(offset), call),
+        None => call(),
+    }
+}
+
+/// # Safety
+/// Same contract as `pwrite`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, offset: off_t) -> ssize_t {
+    // SAFETY: the same contract.
+    unsafe { pwrite(fd, buf, count, offset) }
+}
+
+/// # Safety
+/// Same contract as `preadv`.
+#[no_mangle]
+pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, offset: off_t) -> ssize_t {
+    let real = or_enosys!(real_preadv());
+    // SAFETY: forwarded verbatim.
+    let call = || unsafe { real(fd, iov, n, offset) };
+    // SAFETY: the caller's iovecs.
+    match (parking::hook(), unsafe { iovecs(iov, n) }) {
+        (Some(h), Some(v)) => transfer(h, fd, v, false, At::Offset(offset), call),
+        _ => call(),
+    }
+}
+
+/// # Safety
+/// Same contract as `preadv`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const iovec, n: c_int, offset: off_t) -> ssize_t {
+    // SAFETY: the same contract.
+    unsafe { preadv(fd, iov, n, offset) }
+}
+
+/// # Safety
+/// Same contract as `pwritev`.
+#[no_mangle]
+pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, offset: off_t) -> ssize_t {
+    let real = or_enosys!(real_pwritev());
+    // SAFETY: forwarded verbatim.
+    let call = || unsafe { real(fd, iov, n, offset) };
+    // SAFETY: the caller's iovecs.
+    match (parking::hook(), unsafe { iovecs(iov, n) }) {
+        (Some(h), Some(v)) => transfer(h, fd, v, true, At::Offset(offset), call),
+        _ => call(),
+    }
+}
+
+/// # Safety
+/// Same contract as `pwritev`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, offset: off_t) -> ssize_t {
+    // SAFETY: the same contract.
+    unsafe { pwritev(fd, iov, n, offset) }
+}
+
+/// Runs `call` on the hook's blocking pool while the function parks: its
+/// result, with `errno` set from the pool's when it failed (-1); None if it
+/// could not go there (then nothing ran).
+fn on_pool(h: Hook, call: impl FnOnce() -> c_int + Send + 'static) -> Option<c_int> {
+    let result = Arc::new(OnceLock::<(c_int, c_int)>::new());
+    let out = result.clone();
+    let work = Box::new(move || {
+        let r = call();
+        let _ = out.set((r, errno()));
+    });
+    if !parking::offload(h, work) {
+        return None;
+    }
+    let &(r, e) = result.get()?;
+    if r == -1 {
+        set_errno(e);
+    }
+    Some(r)
+}
+
+/// A sync of `fd` (its file, or its file system): on the hook's pool while
+/// the function parks, if it has one and may park here; here otherwise.
+fn sync(fd: c_int, real: SyncFn) -> c_int {
+    // SAFETY: forwarded verbatim; on the pool's thread too, where the
+    // number names the same file (descriptors are the process's).
+    let call = move || unsafe { real(fd) };
+    parking::hook().and_then(|h| on_pool(h, call)).unwrap_or_else(call)
+}
+
+/// # Safety
+/// Same contract as POSIX `fsync`.
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    sync(fd, or_enosys!(real_fsync()))
+}
+
+/// # Safety
+/// Same contract as POSIX `fdatasync`.
+#[no_mangle]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    sync(fd, or_enosys!(real_fdatasync()))
+}
+
+/// # Safety
+/// Same contract as `syncfs`.
+#[no_mangle]
+pub unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
+    sync(fd, or_enosys!(real_syncfs()))
+}
+
+/// `struct open_how` of `openat2(2)` (ours: the libc crate's cannot be
+/// built outside it).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `RESOLVE_CACHED` (Linux 5.12): fail with `EAGAIN` rather than wait for
+/// any lookup that the dentry cache cannot answer.
+const RESOLVE_CACHED: u64 = 0x20;
+
+/// `openat2` of `path` from `dirfd` with `flags`, from the caches alone.
+fn open_cached(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    let how = OpenHow { flags: flags as u32 as u64, mode: 0, resolve: RESOLVE_CACHED };
+    // SAFETY: a valid `open_how` of the size passed; `path` is the
+    // caller's NUL-terminated string (checked non-null).
+    unsafe { libc::syscall(libc::SYS_openat2, dirfd, path, &how as *const OpenHow, std::mem::size_of::<OpenHow>()) as c_int }
+}
+
+/// How an open can be made without waiting.
+enum Cached {
+    /// Opened here from the caches: the descriptor.
+    Opened(c_int),
+    /// Make the call here: it will not wait (the caches had the answer, an
+    /// error, or `openat2` refuses what the call asks, or is missing).
+    Here,
+    /// It may wait: make it on the pool.
+    Pool,
+}
+
+fn try_cached(dirfd: c_int, path: *const c_char, flags: c_int) -> Cached {
+    if flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) != 0 {
+        return Cached::Pool;
+    }
+    // What the path names, without opening it (no device's open runs, no
+    // FIFO waits), found in the caches or not at all.
+    let probe = open_cached(dirfd, path, libc::O_PATH | libc::O_CLOEXEC | (flags & (libc::O_NOFOLLOW | libc::O_DIRECTORY)));
+    if probe < 0 {
+        return match errno() {
+            libc::EAGAIN => Cached::Pool,
+            _ => Cached::Here,
+        };
+    }
+    // SAFETY: an all-zero `stat` is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our own new descriptor and a valid out pointer.
+    let stat = unsafe { libc::fstat(probe, &mut st) };
+    // SAFETY: our own descriptor, known to nobody else: closed directly
+    // (the close observers have nothing to learn about it).
+    unsafe { libc::syscall(libc::SYS_close, probe) };
+    let kind = st.st_mode & libc::S_IFMT;
+    if stat != 0 || (kind != libc::S_IFREG && kind != libc::S_IFDIR) {
+        return Cached::Pool;
+    }
+    let fd = open_cached(dirfd, path, flags);
+    if fd >= 0 {
+        return Cached::Opened(fd);
+    }
+    match errno() {
+        // Evicted since the probe: wait on the pool.
+        libc::EAGAIN => Cached::Pool,
+        // `openat2` refuses flags that `openat` ignores (EINVAL); other
+        // errors are the open's own, which the call gives as they are.
+        _ => Cached::Here,
+    }
+}
+
+/// An open in a function with a hook (see the module's documentation).
+fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t, real: OpenAtFn) -> c_int {
+    // SAFETY: forwarded verbatim (on the pool's thread too: the path is
+    // the caller's and outlives the call, which waits for the pool).
+    let call = move || unsafe { real(dirfd, path, flags, mode) };
+    if path.is_null() {
+        return call();
+    }
+    let e0 = errno();
+    match try_cached(dirfd, path, flags) {
+        Cached::Opened(fd) => {
+            set_errno(e0);
+            fd
+        }
+        Cached::Here => {
+            set_errno(e0);
+            call()
+        }
+        Cached::Pool => {
+            set_errno(e0);
+            /// The path crosses to the pool as an address: the caller's
+            /// string, which stays valid while the function waits for the
+            /// pool, and is only read there.
+            struct Path(*const c_char);
+            // SAFETY: see the type; the pointer is read-only.
+            unsafe impl Send for Path {}
+            let p = Path(path);
+            // SAFETY: as `call`, with the path carried across (`{ p }`:
+            // the closure takes the whole `Path`, not its field).
+            let on = move || unsafe { real(dirfd, { p }.0, flags, mode) };
+            on_pool(h, on).unwrap_or_else(call)
+        }
+    }
+}
+
+/// `openat` with the real function resolved.
+fn openat_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    let real = or_enosys!(real_openat());
+    match parking::hook() {
+        Some(h) => open_with_hook(h, dirfd, path, flags, mode, real),
+        // SAFETY: forwarded verbatim.
+        None => unsafe { real(dirfd, path, flags, mode) },
+    }
+}
+
+/// # Safety
+/// Same contract as POSIX `open` (variadic there: see `real_openat`).
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    openat_impl(libc::AT_FDCWD, path, flags, mode)
+}
+
+/// # Safety
+/// Same contract as `open`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    openat_impl(libc::AT_FDCWD, path, flags, mode)
+}
+
+/// # Safety
+/// Same contract as POSIX `openat` (variadic there: see `real_openat`).
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    openat_impl(dirfd, path, flags, mode)
+}
+
+/// # Safety
+/// Same contract as `openat`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    openat_impl(dirfd, path, flags, mode)
+}
