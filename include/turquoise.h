@@ -157,6 +157,15 @@ void turq_exit(void *value) __attribute__((noreturn));
 // the OS). Always 0.
 int turq_yield(void);
 
+// A yield check, for a green thread made cooperative
+// (`turq_attr_setslice(attr, 0)`: it switches only when it waits or
+// yields): yields if its slice has passed since it last ran, else returns
+// at once (a call and one thread-local load). Call it in long loops, so
+// that the worker's other threads get their turn. Does nothing in a
+// preemptive green thread, an ordinary thread, or a no-yield scope.
+// Always 0.
+int turq_checkpoint(void);
+
 // The calling green thread, or 0 on an ordinary thread.
 turq_t turq_self(void);
 

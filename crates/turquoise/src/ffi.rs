@@ -241,6 +241,21 @@ pub extern "C" fn turq_yield() -> c_int {
     })
 }
 
+/// A yield check, for a green thread made cooperative
+/// (`turq_attr_setslice(attr, 0)`: it switches only when it waits or
+/// yields): yields if its slice has passed since it last ran, else returns
+/// at once (a call and one thread-local load). Call it in long loops, so
+/// that the worker's other threads get their turn. Does nothing in a
+/// preemptive green thread, an ordinary thread, or a no-yield scope.
+/// Always 0.
+#[no_mangle]
+pub extern "C" fn turq_checkpoint() -> c_int {
+    guarded(|| {
+        thread::checkpoint();
+        0
+    })
+}
+
 /// The calling green thread, or 0 on an ordinary thread.
 #[no_mangle]
 pub extern "C" fn turq_self() -> turq_t {

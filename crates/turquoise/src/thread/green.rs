@@ -464,6 +464,9 @@ impl<T: Send + 'static> Future for Green<T> {
                 let r = linger::resume_contained_cooperative(l, this.slice, due);
                 (r, due.swap(0, Ordering::Relaxed))
             });
+            if periods > 0 {
+                crate::scheduler::slice_used();
+            }
             if periods > 1 {
                 g.status.counters.overran(periods);
                 if let Some(w) = worker {
