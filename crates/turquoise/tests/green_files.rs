@@ -283,3 +283,63 @@ fn opens_wait_on_the_pool_not_on_the_worker() {
     }
     let _ = std::fs::remove_dir(&d);
 }
+
+/// The `stat` family from green threads gives what it gives on an ordinary
+/// thread, whether the caches answer the lookup (a file just written) or
+/// not (`/proc/self/...`: procfs revalidates its entries, so the lookup
+/// goes to the pool, and the thread parks): `stat`, `lstat`, `fstatat`,
+/// `statx` (std's `metadata`), a symlink followed or not, ENOENT.
+#[test]
+fn stats_come_back_exact_from_the_worker_and_from_the_pool() {
+    use std::ffi::CString;
+    use std::os::unix::fs::MetadataExt;
+    let rt = runtime();
+    let d = dir("stat");
+    let file = d.join("f");
+    std::fs::write(&file, vec![7u8; 12_345]).unwrap();
+    let link = d.join("l");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let paths: Vec<PathBuf> = vec![file.clone(), link.clone(), "/proc/self/exe".into(), "/proc/self/status".into(), d.join("missing")];
+    // What an ordinary thread sees: (size, inode, is a symlink) or the errno.
+    let see = |p: &PathBuf| {
+        let c = CString::new(p.to_str().unwrap()).unwrap();
+        let mut out = Vec::new();
+        for flags in [0, libc::AT_SYMLINK_NOFOLLOW] {
+            // SAFETY: a zeroed stat is a valid out buffer; a NUL-terminated path.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let r = unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) };
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            out.push(if r == 0 { Ok((st.st_ino, st.st_mode & libc::S_IFMT)) } else { Err(e) });
+            // SAFETY: as above.
+            let r = unsafe { if flags == 0 { libc::stat(c.as_ptr(), &mut st) } else { libc::lstat(c.as_ptr(), &mut st) } };
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            out.push(if r == 0 { Ok((st.st_ino, st.st_mode & libc::S_IFMT)) } else { Err(e) });
+        }
+        let m = std::fs::metadata(p).map(|m| (m.ino(), m.mode() & libc::S_IFMT)).map_err(|e| e.raw_os_error().unwrap_or(0));
+        let l = std::fs::symlink_metadata(p).map(|m| (m.ino(), m.mode() & libc::S_IFMT)).map_err(|e| e.raw_os_error().unwrap_or(0));
+        out.push(m);
+        out.push(l);
+        out
+    };
+    let expected: Vec<_> = paths.iter().map(see).collect();
+    assert!(expected[4].iter().all(|r| *r == Err(libc::ENOENT)));
+    for round in 0..20 {
+        let ps = paths.clone();
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let c0 = linger::park::counters().parks;
+                let got: Vec<_> = ps.iter().map(see).collect();
+                (got, linger::park::counters().parks - c0)
+            })
+            .unwrap();
+        let (got, parks) = h.join().unwrap();
+        assert_eq!(got, expected, "round {round}");
+        // The /proc lookups went to the pool.
+        assert!(parks >= 1, "round {round}: no stat parked");
+        if round == 0 {
+            eprintln!("{parks} parks for {} stats", 6 * paths.len());
+        }
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -26,9 +26,18 @@
 //! function leaves its descriptor open, as a thread killed after its
 //! `open` returned would). Where the hook cannot offload (no hook, a place
 //! where the function may not park, no memory for the copy) the call blocks,
-//! as it did before. `stat` and the rest are not wrapped and block the
-//! worker (`docs/safety.md`).
+//! as it did before.
+//! - The `stat` family (`stat`, `lstat`, `fstatat`, `statx`, and their
+//!   `*64` names) looks the path up in the caches alone first, as `open`
+//!   does: answered there (found, or not), the call is made here; a lookup
+//!   that would wait goes to the pool, with copies of the path and of the
+//!   result buffer that are the pool's own.
+//!
+//! `access`, `readlink`, `mkdir`, `unlink`, `rename` and the rest are not
+//! wrapped and block the worker when the disk is slow (`docs/safety.md`).
 
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 
 use libc::{c_char, c_int, c_void, iovec, mode_t, off_t, size_t, ssize_t};
@@ -41,6 +50,7 @@ type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssi
 type PvecFn = unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
 type SyncFn = unsafe extern "C" fn(c_int) -> c_int;
 type OpenAtFn = unsafe extern "C" fn(c_int, *const c_char, c_int, mode_t) -> c_int;
+type StatxFn = unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
 
 // On 64-bit Linux each `*64` name is the same function as the plain one.
 fn real_pread() -> Option<PreadFn> {
@@ -70,10 +80,13 @@ fn real_syncfs() -> Option<SyncFn> {
 fn real_openat() -> Option<OpenAtFn> {
     real!("openat64", OpenAtFn)
 }
+fn real_statx() -> Option<StatxFn> {
+    real!("statx", StatxFn)
+}
 
 pub(crate) fn prepare() {
     let _ = (real_pread(), real_pwrite(), real_preadv(), real_pwritev());
-    let _ = (real_fsync(), real_fdatasync(), real_syncfs(), real_openat());
+    let _ = (real_fsync(), real_fdatasync(), real_syncfs(), real_openat(), real_statx());
 }
 
 /// Where a transfer reads or writes.
@@ -455,8 +468,7 @@ fn try_cached(dirfd: c_int, path: *const c_char, flags: c_int) -> Cached {
 
 /// An open in a function with a hook (see the module's documentation).
 fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t, real: OpenAtFn) -> c_int {
-    // SAFETY: forwarded verbatim (on the pool's thread too: the path is
-    // the caller's and outlives the call, which waits for the pool).
+    // SAFETY: forwarded verbatim.
     let call = move || unsafe { real(dirfd, path, flags, mode) };
     if path.is_null() {
         return call();
@@ -473,16 +485,13 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
         }
         Cached::Pool => {
             set_errno(e0);
-            /// The path crosses to the pool as an address: the caller's
-            /// string, which stays valid while the function waits for the
-            /// pool, and is only read there.
-            struct Path(*const c_char);
-            // SAFETY: see the type; the pointer is read-only.
-            unsafe impl Send for Path {}
-            let p = Path(path);
-            // SAFETY: as `call`, with the path carried across (`{ p }`:
-            // the closure takes the whole `Path`, not its field).
-            let on = move || unsafe { real(dirfd, { p }.0, flags, mode) };
+            // The pool opens a copy of the path: a function cancelled while
+            // it waits gives its stack back, and the caller's string may
+            // be on it.
+            // SAFETY: a non-null path is the caller's NUL-terminated string.
+            let owned = unsafe { CStr::from_ptr(path) }.to_owned();
+            // SAFETY: as `call`, on the pool's own copy of the path.
+            let on = move || unsafe { real(dirfd, owned.as_ptr(), flags, mode) };
             on_pool(h, on).unwrap_or_else(call)
         }
     }
@@ -524,4 +533,131 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
 #[no_mangle]
 pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     openat_impl(dirfd, path, flags, mode)
+}
+
+/// Would a lookup of `path` (from `dirfd`) wait, that is, can the caches
+/// not answer it? False too when they answer that it fails.
+fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
+    let probe = open_cached(dirfd, path, libc::O_PATH | libc::O_CLOEXEC | if nofollow { libc::O_NOFOLLOW } else { 0 });
+    if probe >= 0 {
+        // SAFETY: our own descriptor, known to nobody else (see `try_cached`).
+        unsafe { libc::syscall(libc::SYS_close, probe) };
+        return false;
+    }
+    errno() == libc::EAGAIN
+}
+
+/// A call that looks `path` up and fills `*out` (the `stat` family), in a
+/// function with a hook: here when the caches can answer the lookup, else
+/// on the pool with a copy of the path and a result buffer of its own,
+/// copied to `out` once it succeeded.
+fn stat_like<T: Send + Sync + 'static>(
+    dirfd: c_int,
+    path: *const c_char,
+    nofollow: bool,
+    out: *mut T,
+    call: impl Fn(*const c_char, *mut T) -> c_int + Copy + Send + 'static,
+) -> c_int {
+    let here = || call(path, out);
+    let Some(h) = parking::hook() else { return here() };
+    // SAFETY: a non-null path is the caller's NUL-terminated string; an
+    // empty one (`AT_EMPTY_PATH`) names `dirfd` itself: no lookup.
+    if path.is_null() || out.is_null() || unsafe { *path } == 0 {
+        return here();
+    }
+    let e0 = errno();
+    let waits = lookup_waits(dirfd, path, nofollow);
+    set_errno(e0);
+    if !waits {
+        return here();
+    }
+    // SAFETY: as above.
+    let owned = unsafe { CStr::from_ptr(path) }.to_owned();
+    let result = Arc::new(OnceLock::<(c_int, c_int, Box<MaybeUninit<T>>)>::new());
+    let done = result.clone();
+    let work = Box::new(move || {
+        let mut buf = Box::new(MaybeUninit::<T>::uninit());
+        let r = call(owned.as_ptr(), buf.as_mut_ptr());
+        let _ = done.set((r, errno(), buf));
+    });
+    if parking::offload(h, work) {
+        if let Some((r, e, buf)) = result.get() {
+            if *r == 0 {
+                // SAFETY: the call succeeded, so it filled the buffer; `out`
+                // is the caller's, of the same type, and not the pool's.
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), out, 1) };
+            } else {
+                set_errno(*e);
+            }
+            return *r;
+        }
+    }
+    here()
+}
+
+/// `fstatat` as the kernel's `newfstatat`, which is what glibc's `stat`,
+/// `lstat` and `fstatat` are on x86-64 (and present in every glibc, where
+/// the functions are exported only since 2.33).
+///
+/// # Safety
+/// As `fstatat`: `path` a NUL-terminated string, `buf` writable.
+unsafe fn newfstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { libc::syscall(libc::SYS_newfstatat, dirfd, path, buf, flags) as c_int }
+}
+
+fn fstatat_impl(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+    // SAFETY: the caller's arguments (or the pool's copies of them).
+    stat_like(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW != 0, buf, move |p, b| unsafe { newfstatat(dirfd, p, b, flags) })
+}
+
+/// # Safety
+/// Same contract as POSIX `stat`.
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    fstatat_impl(libc::AT_FDCWD, path, buf, 0)
+}
+
+/// # Safety
+/// Same contract as `stat`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    fstatat_impl(libc::AT_FDCWD, path, buf, 0)
+}
+
+/// # Safety
+/// Same contract as POSIX `lstat`.
+#[no_mangle]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    fstatat_impl(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// # Safety
+/// Same contract as `lstat`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    fstatat_impl(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// # Safety
+/// Same contract as POSIX `fstatat`.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags)
+}
+
+/// # Safety
+/// Same contract as `fstatat`, which it is on 64-bit Linux.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+    fstatat_impl(dirfd, path, buf, flags)
+}
+
+/// # Safety
+/// Same contract as `statx` (Rust's `std::fs::metadata` calls it).
+#[no_mangle]
+pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: libc::c_uint, buf: *mut libc::statx) -> c_int {
+    let real = or_enosys!(real_statx());
+    // SAFETY: the caller's arguments, forwarded.
+    stat_like(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW != 0, buf, move |p, b| unsafe { real(dirfd, p, flags, mask, b) })
 }
