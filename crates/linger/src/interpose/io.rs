@@ -588,8 +588,12 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
         if let Some(d) = d.filter(|d| if d.is_some() { m.preempted_only() } else { m.preempted_only_restartable() }) {
             if d.is_some_and(|d| d.remaining_ms() == 0) {
                 // What a blocking connect whose send timeout ran out
-                // reports (the connection goes on in the background).
-                set_errno(libc::EINPROGRESS);
+                // reports: `EAGAIN` for a Unix socket (its listener's
+                // backlog stayed full), `EINPROGRESS` for TCP (the
+                // connection goes on in the background).
+                // SAFETY: the caller's address, of `alen` bytes.
+                let unix = !addr.is_null() && alen >= 2 && unsafe { (*addr).sa_family } == libc::AF_UNIX as libc::sa_family_t;
+                set_errno(if unix { libc::EAGAIN } else { libc::EINPROGRESS });
                 return -1;
             }
             retried = true;
