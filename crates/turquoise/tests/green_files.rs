@@ -343,3 +343,50 @@ fn stats_come_back_exact_from_the_worker_and_from_the_pool() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A green thread cancelled while its open waits on the pool (a FIFO with
+/// no writer yet, its path in a buffer on the thread's own stack): the
+/// thread is unwound at once, and the pool's open goes on with its own copy
+/// of the path, so a writer that comes later still finds the reader (the
+/// pool's open) and nothing reads a stack that was given back.
+#[test]
+fn a_thread_cancelled_while_its_open_waits_on_the_pool() {
+    use std::ffi::CString;
+    let rt = runtime();
+    let d = dir("cancel");
+    for round in 0..10u64 {
+        let fifo = d.join(format!("fifo{round}"));
+        let cpath = CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+        let bytes = cpath.as_bytes_with_nul().to_vec();
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                // The path on this thread's stack.
+                let mut onstack = [0u8; 256];
+                onstack[..bytes.len()].copy_from_slice(&bytes);
+                // SAFETY: a NUL-terminated path in our buffer.
+                unsafe { libc::open(onstack.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) }
+            })
+            .unwrap();
+        // Let it reach the pool and park there.
+        let t = std::time::Instant::now();
+        while h.thread_stats().parks_io == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(h.thread_stats().parks_io >= 1, "round {round}: the open never parked");
+        assert!(!h.is_finished(), "round {round}: the open returned without a writer");
+        h.cancel();
+        let r = common::within(Duration::from_secs(20), "the cancelled open's thread", move || h.join());
+        assert!(matches!(&r, Err(e) if e.is_cancelled()), "round {round}: {:?}", r.map(|_| ()));
+        // The pool's open is still the FIFO's reader: a writer that will not
+        // wait gets in (ENXIO if no reader were there).
+        // SAFETY: a NUL-terminated path; the descriptor is ours.
+        let w = unsafe { libc::open(cpath.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        assert!(w >= 0, "round {round}: no reader on the FIFO: {}", std::io::Error::last_os_error());
+        // SAFETY: ours.
+        unsafe { libc::close(w) };
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
