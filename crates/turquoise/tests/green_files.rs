@@ -266,18 +266,28 @@ fn opens_wait_on_the_pool_not_on_the_worker() {
                 let created = linger::park::counters().parks - c0.parks;
                 f.write_all(b"one ").unwrap();
                 drop(f);
-                // Cached now: opened on the worker, appending.
+                // Cached now: opened on the worker (no park), appending;
+                // and its directory, with O_DIRECTORY.
+                let c1 = linger::park::counters();
                 let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+                let dirpath = CString::new(file.parent().unwrap().to_str().unwrap()).unwrap();
+                // SAFETY: a NUL-terminated path; the descriptor is ours.
+                let dfd = unsafe { libc::open(dirpath.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+                let cached_parks = linger::park::counters().parks - c1.parks;
+                assert!(dfd >= 0, "round {round}: the directory's open");
+                // SAFETY: ours.
+                unsafe { libc::close(dfd) };
                 f.write_all(b"two").unwrap();
                 drop(f);
                 let back = std::fs::read(&file).unwrap();
                 let missing = std::fs::File::open(file.with_extension("missing")).map(|_| ()).map_err(|e| e.raw_os_error());
                 std::fs::remove_file(&file).unwrap();
-                (created, back, missing)
+                (created, cached_parks, back, missing)
             })
             .unwrap();
-        let (created, back, missing) = h.join().unwrap();
+        let (created, cached_parks, back, missing) = h.join().unwrap();
         assert!(created >= 1, "round {round}: an open that creates did not park");
+        assert_eq!(cached_parks, 0, "round {round}: opens of a cached file and directory parked");
         assert_eq!(back, b"one two", "round {round}");
         assert_eq!(missing, Err(Some(libc::ENOENT)), "round {round}");
     }

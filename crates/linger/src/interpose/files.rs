@@ -430,7 +430,8 @@ enum Cached {
 }
 
 fn try_cached(dirfd: c_int, path: *const c_char, flags: c_int) -> Cached {
-    if flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) != 0 {
+    // (`O_TMPFILE` holds the bit of `O_DIRECTORY`: only all of it counts.)
+    if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Cached::Pool;
     }
     // What the path names, without opening it (no device's open runs, no
