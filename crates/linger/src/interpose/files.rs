@@ -1,5 +1,6 @@
 //! Regular files (anything that seeks), where readiness means nothing:
-//! reads and writes at the file position or at an offset, and the syncs.
+//! reads and writes at the file position or at an offset, the syncs, and
+//! the calls that look a path up (`open`, the `stat` family).
 //!
 //! Inside a function launched with a park hook (turquoise's green threads):
 //!
@@ -19,26 +20,25 @@
 //!   and devices (whose opens may wait for the other end, or have effects),
 //!   are opened on the pool. Opens that create or truncate always go to the
 //!   pool (the cache cannot answer for them).
-//!
-//! The pool works on memory it owns: a function cancelled while its call is
-//! on the pool (stopped, its stack reused) leaves the pool writing into
-//! nothing of the function's (an open finished there for a cancelled
-//! function leaves its descriptor open, as a thread killed after its
-//! `open` returned would). Where the hook cannot offload (no hook, a place
-//! where the function may not park, no memory for the copy) the call blocks,
-//! as it did before.
 //! - The `stat` family (`stat`, `lstat`, `fstatat`, `statx`, and their
 //!   `*64` names) looks the path up in the caches alone first, as `open`
 //!   does: answered there (found, or not), the call is made here; a lookup
-//!   that would wait goes to the pool, with copies of the path and of the
-//!   result buffer that are the pool's own.
+//!   that would wait goes to the pool.
+//!
+//! The pool works on memory it owns (its copies of the data, the path and
+//! the result buffer; see `on_pool`): a function cancelled while its call is on
+//! the pool (stopped, its stack reused) leaves the pool writing into nothing
+//! of the function's (an open finished there for a cancelled function leaves
+//! its descriptor open, as a thread killed after its `open` returned would).
+//! Where the hook cannot offload (no hook, a place where the function may
+//! not park, no memory for the copy) the call blocks, as it did before.
 //!
 //! `access`, `readlink`, `mkdir`, `unlink`, `rename` and the rest are not
 //! wrapped and block the worker when the disk is slow (`docs/safety.md`).
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
-use std::sync::{Arc, OnceLock};
+use std::sync::mpsc;
 
 use libc::{c_char, c_int, c_void, iovec, mode_t, off_t, size_t, ssize_t};
 
@@ -168,9 +168,7 @@ pub(crate) fn transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, at: At, blo
             }
         }
         let offset = at.after(done);
-        let result = Arc::new(OnceLock::<(ssize_t, c_int, Vec<u8>)>::new());
-        let out = result.clone();
-        let work = Box::new(move || {
+        let moved = on_pool(h, move || {
             let mut buf = buf;
             // `preadv2`/`pwritev2` without flags: `read`/`write` at offset
             // -1, `pread`/`pwrite` otherwise (not our wrappers).
@@ -179,29 +177,26 @@ pub(crate) fn transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, at: At, blo
             // into, or the copy to write. The pool thread is outside any
             // function: the plain blocking call.
             let r = unsafe { if write { libc::pwritev2(fd, &one, 1, offset, 0) } else { libc::preadv2(fd, &one, 1, offset, 0) } };
-            let e = errno();
             if !write && r > 0 {
                 // SAFETY: the kernel wrote `r <= rest` bytes into the capacity.
                 unsafe { buf.set_len(r as usize) };
             }
-            let _ = out.set((r, e, buf));
+            (r, buf)
         });
-        if parking::offload(h, work) {
-            if let Some((r, e, buf)) = result.get() {
-                if *r < 0 {
-                    if done > 0 {
-                        set_errno(e0);
-                        return done as ssize_t;
-                    }
-                    set_errno(*e);
-                    return -1;
+        if let Some(((r, buf), e)) = moved {
+            if r < 0 {
+                if done > 0 {
+                    set_errno(e0);
+                    return done as ssize_t;
                 }
-                if !write {
-                    scatter(v, done, buf);
-                }
-                set_errno(e0);
-                return (done + *r as usize) as ssize_t;
+                set_errno(e);
+                return -1;
             }
+            if !write {
+                scatter(v, done, &buf);
+            }
+            set_errno(e0);
+            return (done + r as usize) as ssize_t;
         }
     }
     // No pool (or no memory for the copy): the rest, blocking.
@@ -347,20 +342,27 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, offse
     unsafe { pwritev(fd, iov, n, offset) }
 }
 
-/// Runs `call` on the hook's blocking pool while the function parks: its
-/// result, with `errno` set from the pool's when it failed (-1); None if it
-/// could not go there (then nothing ran).
-fn on_pool(h: Hook, call: impl FnOnce() -> c_int + Send + 'static) -> Option<c_int> {
-    let result = Arc::new(OnceLock::<(c_int, c_int)>::new());
-    let out = result.clone();
+/// Runs `call` on the hook's blocking pool while the function parks: what
+/// it returned, and the pool thread's `errno` after it; None if it could not
+/// go there (then nothing ran). Everything `call` touches must be its own
+/// (moved in) or the process's (descriptors): a function cancelled while
+/// it waits gives its stack back, and the pool goes on.
+fn on_pool<R: Send + 'static>(h: Hook, call: impl FnOnce() -> R + Send + 'static) -> Option<(R, c_int)> {
+    let (tx, rx) = mpsc::sync_channel(1);
     let work = Box::new(move || {
         let r = call();
-        let _ = out.set((r, errno()));
+        let _ = tx.send((r, errno()));
     });
     if !parking::offload(h, work) {
         return None;
     }
-    let &(r, e) = result.get()?;
+    rx.try_recv().ok()
+}
+
+/// [`on_pool`] for a call that returns -1 and sets `errno` when it fails:
+/// its result, with the pool's `errno` when it failed.
+fn on_pool_c(h: Hook, call: impl FnOnce() -> c_int + Send + 'static) -> Option<c_int> {
+    let (r, e) = on_pool(h, call)?;
     if r == -1 {
         set_errno(e);
     }
@@ -373,7 +375,7 @@ fn sync(fd: c_int, real: SyncFn) -> c_int {
     // SAFETY: forwarded verbatim; on the pool's thread too, where the
     // number names the same file (descriptors are the process's).
     let call = move || unsafe { real(fd) };
-    parking::hook().and_then(|h| on_pool(h, call)).unwrap_or_else(call)
+    parking::hook().and_then(|h| on_pool_c(h, call)).unwrap_or_else(call)
 }
 
 /// # Safety
@@ -475,17 +477,12 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
         return call();
     }
     let e0 = errno();
-    match try_cached(dirfd, path, flags) {
-        Cached::Opened(fd) => {
-            set_errno(e0);
-            fd
-        }
-        Cached::Here => {
-            set_errno(e0);
-            call()
-        }
+    let cached = try_cached(dirfd, path, flags);
+    set_errno(e0);
+    match cached {
+        Cached::Opened(fd) => fd,
+        Cached::Here => call(),
         Cached::Pool => {
-            set_errno(e0);
             // The pool opens a copy of the path: a function cancelled while
             // it waits gives its stack back, and the caller's string may
             // be on it.
@@ -493,7 +490,7 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
             let owned = unsafe { CStr::from_ptr(path) }.to_owned();
             // SAFETY: as `call`, on the pool's own copy of the path.
             let on = move || unsafe { real(dirfd, owned.as_ptr(), flags, mode) };
-            on_pool(h, on).unwrap_or_else(call)
+            on_pool_c(h, on).unwrap_or_else(call)
         }
     }
 }
@@ -552,7 +549,7 @@ fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
 /// function with a hook: here when the caches can answer the lookup, else
 /// on the pool with a copy of the path and a result buffer of its own,
 /// copied to `out` once it succeeded.
-fn stat_like<T: Send + Sync + 'static>(
+fn stat_like<T: Send + 'static>(
     dirfd: c_int,
     path: *const c_char,
     nofollow: bool,
@@ -574,26 +571,20 @@ fn stat_like<T: Send + Sync + 'static>(
     }
     // SAFETY: as above.
     let owned = unsafe { CStr::from_ptr(path) }.to_owned();
-    let result = Arc::new(OnceLock::<(c_int, c_int, Box<MaybeUninit<T>>)>::new());
-    let done = result.clone();
-    let work = Box::new(move || {
+    let pooled = on_pool(h, move || {
         let mut buf = Box::new(MaybeUninit::<T>::uninit());
         let r = call(owned.as_ptr(), buf.as_mut_ptr());
-        let _ = done.set((r, errno(), buf));
+        (r, buf)
     });
-    if parking::offload(h, work) {
-        if let Some((r, e, buf)) = result.get() {
-            if *r == 0 {
-                // SAFETY: the call succeeded, so it filled the buffer; `out`
-                // is the caller's, of the same type, and not the pool's.
-                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), out, 1) };
-            } else {
-                set_errno(*e);
-            }
-            return *r;
-        }
+    let Some(((r, buf), e)) = pooled else { return here() };
+    if r == 0 {
+        // SAFETY: the call succeeded, so it filled the buffer; `out` is the
+        // caller's, of the same type, and not the pool's.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), out, 1) };
+    } else {
+        set_errno(e);
     }
-    here()
+    r
 }
 
 /// `fstatat` as the kernel's `newfstatat`, which is what glibc's `stat`,

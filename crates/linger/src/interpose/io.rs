@@ -617,19 +617,24 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
             }
             _ => {}
         }
-        let mut err: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as socklen_t;
-        // SAFETY: valid out pointers of the right size.
-        let g = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) };
-        if g != 0 {
-            return -1;
-        }
-        if err != 0 {
-            set_errno(err);
-            return -1;
-        }
-        return 0;
+        return connect_outcome(fd);
     }
+}
+
+/// How a connection that was in progress on `fd` (now writable) ended: 0,
+/// or -1 with its error (`SO_ERROR`) in errno.
+fn connect_outcome(fd: c_int) -> c_int {
+    let mut err: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: valid out pointers of the right size.
+    if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) } != 0 {
+        return -1;
+    }
+    if err != 0 {
+        set_errno(err);
+        return -1;
+    }
+    0
 }
 
 /// `connect` with a hook, on a socket the program left blocking: the
@@ -707,18 +712,11 @@ fn parked_connect(h: Hook, fd: c_int, call: impl Fn() -> c_int) -> Option<c_int>
             }
         }
     }
-    let mut err: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: valid out pointers of the right size.
-    if unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len) } != 0 {
-        return Some(-1);
+    let r = connect_outcome(fd);
+    if r == 0 {
+        w.done(());
     }
-    if err != 0 {
-        set_errno(err);
-        return Some(-1);
-    }
-    w.done(());
-    Some(0)
+    Some(r)
 }
 
 /// # Safety
