@@ -617,6 +617,43 @@ pub(crate) fn pause(unwindable: bool) {
     release_held(ts);
 }
 
+/// `pause` from a park hook's own frames (see `crate::park::pause_in_hook`):
+/// while the wrapper that called the hook has found the chain clear above
+/// `judged_above` and the table is the one it walked, the hook's frames
+/// below are the hook's word, not walked again. Anything else takes the
+/// whole `pause`.
+///
+/// # Safety
+///
+/// Every frame between the wrapper's call of the hook and this call runs
+/// code that may be stopped (not a library's, none holding a lock).
+#[inline(always)]
+pub(crate) unsafe fn pause_in_hook() {
+    let ts = ts();
+    let frame = ts.current.get();
+    // SAFETY: `current` is null or this thread's innermost running function.
+    let Some(f) = (unsafe { frame.as_ref() }) else { return };
+    let probe = 0u8;
+    let sp = std::hint::black_box(&probe) as *const u8 as usize;
+    let above = f.judged_above.get();
+    if above == 0
+        || sp >= above
+        || sp < f.floor()
+        || ts.defer.get() > 0
+        || std::thread::panicking()
+        || f.judged_gen.get() != ranges::generation()
+        || !stack_room(f)
+    {
+        return pause(true);
+    }
+    bump(&ts.stats.pauses);
+    // SAFETY: `current` is this thread's innermost running function, and
+    // this code runs on its stack (between `floor` and `judged_above`).
+    let ts = unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), true) };
+    landed(ts);
+    release_held(ts);
+}
+
 /// Does the handler, running on `frame`'s stack, have room to decide and
 /// switch? Without it, the walk would fault in the guard page and a function
 /// that was merely deep in its stack would be reported as overflowed.

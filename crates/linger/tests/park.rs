@@ -30,6 +30,8 @@ struct TestPark {
     pending: Mutex<Option<Wait>>,
     /// A descriptor the hook itself polls (1 ms) before it parks, if any.
     probe: std::sync::atomic::AtomicI32,
+    /// Switch out with `pause_in_hook` rather than `pause`.
+    in_hook: std::sync::atomic::AtomicBool,
 }
 
 impl TestPark {
@@ -47,7 +49,13 @@ impl TestPark {
         }
         self.log.lock().unwrap().push(w.clone());
         *self.pending.lock().unwrap() = Some(w);
-        linger::pause();
+        if self.in_hook.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: called from the hook's own methods; the locks above
+            // are released, and no library code is on the way here.
+            unsafe { linger::park::pause_in_hook() };
+        } else {
+            linger::pause();
+        }
         true
     }
 
@@ -169,12 +177,15 @@ fn flags(fd: RawFd) -> i32 {
     unsafe { libc::fcntl(fd, libc::F_GETFL) }
 }
 
-#[test]
-fn read_on_an_empty_pipe_parks_then_gets_the_data() {
+/// 300 rounds of a `read` on an empty pipe that parks once and gets what
+/// the scheduler wrote meanwhile; `in_hook`: the hook switches out with
+/// `pause_in_hook`.
+fn pipe_reads_park(in_hook: bool) {
     for i in 0..300 {
         linger::reset_stats();
         let (r, w) = pipe();
         let hook = TestPark::new();
+        hook.in_hook.store(in_hook, std::sync::atomic::Ordering::Relaxed);
         let ((n, buf), parks) = drive(
             &hook,
             move || {
@@ -194,6 +205,35 @@ fn read_on_an_empty_pipe_parks_then_gets_the_data() {
         assert_eq!(linger::park::counters().parks, 1);
         close_all(&[r, w]);
     }
+}
+
+#[test]
+fn read_on_an_empty_pipe_parks_then_gets_the_data() {
+    pipe_reads_park(false);
+}
+
+/// The hook's shortcut switch parks and resumes as `pause()` does, and is
+/// `pause()` where the shortcut does not hold: in the function's own code
+/// (no wrapper called a hook) and outside any function.
+#[test]
+fn pause_in_hook_parks_and_falls_back_to_pause_elsewhere() {
+    pipe_reads_park(true);
+    // SAFETY: no hook runs: the fallback, which outside a function does nothing.
+    unsafe { linger::park::pause_in_hook() };
+    let mut l = Builder::new()
+        .launch(
+            || {
+                // SAFETY: not in a hook: the fallback, a plain `pause()`.
+                unsafe { linger::park::pause_in_hook() };
+                7
+            },
+            Duration::ZERO,
+        )
+        .unwrap();
+    linger::resume(&mut l, Duration::MAX).unwrap();
+    assert!(matches!(l, Linger::Continuation(_)), "switched out, as by pause()");
+    linger::resume(&mut l, Duration::MAX).unwrap();
+    assert!(matches!(l, Linger::Completion(7)));
 }
 
 #[test]

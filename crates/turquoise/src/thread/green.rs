@@ -125,7 +125,12 @@ pub(crate) fn current() -> Option<&'static GreenShared> {
 /// Inside a green thread: waits for a wake-up of the thread's waker, for
 /// `cause` (`detail`: the descriptor, deadline or thread it waits on).
 /// Returns at once (spuriously) if one came since the last [`begin_look`].
-pub(crate) fn park(cause: Cause, detail: u64) {
+///
+/// `in_hook`: called from the park hook's wait (`park.rs`), whose frames
+/// between linger's wrapper and here are all this crate's own code, none
+/// holding a lock: the switch skips walking them again
+/// (`linger::park::pause_in_hook`).
+pub(crate) fn park(cause: Cause, detail: u64, in_hook: bool) {
     let Some(g) = current() else { return };
     if g.woken.load(Ordering::Acquire) {
         return;
@@ -135,7 +140,15 @@ pub(crate) fn park(cause: Cause, detail: u64) {
     with_worker(|w| w.parked(cause));
     tracing::debug!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), %cause, detail, "park");
     g.why.store(PARK, Ordering::Relaxed);
-    linger::pause();
+    if in_hook {
+        // SAFETY: see `in_hook`: the hook's frames (`park::wait`,
+        // `block_on_in_hook`, this one) run this crate's code and hold no
+        // lock here (every lock they take is taken and released inside a
+        // `critical` scope before this point).
+        unsafe { linger::park::pause_in_hook() };
+    } else {
+        linger::pause();
+    }
 }
 
 /// Inside a green thread: goes behind the other runnable work.

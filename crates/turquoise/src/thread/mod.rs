@@ -360,6 +360,17 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// does not park, which would switch: it blocks its worker as an OS thread
 /// would (a wait that only its own worker could end never does).
 pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
+    block_on_parking(cause, detail, fut, false)
+}
+
+/// [`block_on_as`] for the park hook's own waits (`park.rs`): the park
+/// skips walking the hook's frames again (see `green::park`). `fut` must
+/// be the hook's own future, which runs no code of the program's.
+pub(crate) fn block_on_in_hook<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
+    block_on_parking(cause, detail, fut, true)
+}
+
+fn block_on_parking<F: Future>(cause: Cause, detail: u64, fut: F, in_hook: bool) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     if green::current().is_some() && !linger::in_critical() {
         loop {
@@ -367,7 +378,7 @@ pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Ou
             if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
                 return v;
             }
-            green::park(cause, detail);
+            green::park(cause, detail, in_hook);
         }
     }
     block_os(fut, None).expect("no deadline")

@@ -30,7 +30,7 @@ use std::time::Duration;
 use linger::park::{Interest, Park};
 use tokio::io::unix::AsyncFd;
 
-use super::block_on_as;
+use super::block_on_in_hook;
 use super::green;
 use super::poller::{self, WaitCell};
 use super::stats::Cause;
@@ -124,7 +124,7 @@ fn wait(fds: &[(RawFd, Interest)], until: Option<Duration>) -> bool {
         let mut timeout = deadline(until);
         let detail = fds.first().map_or(u64::MAX, |f| f.0 as u64);
         let cause = if fds.is_empty() { Cause::Timer } else { Cause::Io };
-        block_on_as(
+        block_on_in_hook(
             cause,
             detail,
             poll_fn(|cx| {
@@ -158,7 +158,7 @@ impl Park for GreenPark {
         let done = linger::critical(|| tokio::task::spawn_blocking(work));
         // An error: the runtime shut down before `work` ran (or it panicked,
         // which the wrapper's copy of the call never does).
-        block_on_as(Cause::Io, super::stats::OFFLOADED, done).is_ok()
+        block_on_in_hook(Cause::Io, super::stats::OFFLOADED, done).is_ok()
     }
 
     fn sleep_until(&self, until: Duration) -> bool {
@@ -166,7 +166,7 @@ impl Park for GreenPark {
             return false;
         }
         let mut timeout = deadline(Some(until));
-        block_on_as(Cause::Timer, until.as_nanos() as u64, poll_fn(|cx| timeout.as_mut().poll(cx)));
+        block_on_in_hook(Cause::Timer, until.as_nanos() as u64, poll_fn(|cx| timeout.as_mut().poll(cx)));
         true
     }
 }
