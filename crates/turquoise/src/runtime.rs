@@ -142,7 +142,16 @@ impl Builder {
                 // task, and this loop is one for all of ours (preemptible
                 // tasks need none; `spawn_cooperative` ones go without, as
                 // on turquoise's earlier shared-driver design).
-                own.block_on(tokio::task::coop::unconstrained(sched.worker(i, local)));
+                // A task of that runtime, not the future `block_on` polls
+                // itself: a wake of the latter costs tokio a driver turn
+                // (`epoll_wait` with no timeout) before it is polled, one
+                // more system call at each green thread woken from I/O.
+                let worker = own.spawn(tokio::task::coop::unconstrained(sched.worker(i, local)));
+                if let Err(e) = own.block_on(worker) {
+                    if e.is_panic() {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                }
                 CURRENT.with(|c| c.borrow_mut().take());
                 // Blocking tasks still running are left to finish on their
                 // own, as at the runtime's drop.
