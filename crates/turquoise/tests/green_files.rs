@@ -334,24 +334,30 @@ fn stats_come_back_exact_from_the_worker_and_from_the_pool() {
     };
     let expected: Vec<_> = paths.iter().map(see).collect();
     assert!(expected[4].iter().all(|r| *r == Err(libc::ENOENT)));
+    same_in_green_threads(&rt, &paths, see, &expected, "stats");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// 20 rounds of `see` over `paths` in a green thread, each giving what this
+/// thread got (`expected`), with at least one park among them (the
+/// `/proc` lookups, which go to the pool).
+fn same_in_green_threads<T: PartialEq + std::fmt::Debug + Send + 'static>(rt: &turquoise::Runtime, paths: &[PathBuf], see: fn(&PathBuf) -> T, expected: &[T], what: &str) {
     for round in 0..20 {
-        let ps = paths.clone();
+        let ps = paths.to_vec();
         let h = Builder::new()
             .spawn_on(rt.handle(), move || {
                 let c0 = linger::park::counters().parks;
-                let got: Vec<_> = ps.iter().map(see).collect();
+                let got: Vec<T> = ps.iter().map(see).collect();
                 (got, linger::park::counters().parks - c0)
             })
             .unwrap();
         let (got, parks) = h.join().unwrap();
         assert_eq!(got, expected, "round {round}");
-        // The /proc lookups went to the pool.
-        assert!(parks >= 1, "round {round}: no stat parked");
+        assert!(parks >= 1, "round {round}: none of the {what} parked, the /proc ones did not go to the pool");
         if round == 0 {
-            eprintln!("{parks} parks for {} stats", 6 * paths.len());
+            eprintln!("{parks} parks for the {what}");
         }
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A green thread cancelled while its open waits on the pool (a FIFO with
@@ -389,14 +395,141 @@ fn a_thread_cancelled_while_its_open_waits_on_the_pool() {
         h.cancel();
         let r = common::within(Duration::from_secs(20), "the cancelled open's thread", move || h.join());
         assert!(matches!(&r, Err(e) if e.is_cancelled()), "round {round}: {:?}", r.map(|_| ()));
-        // The pool's open is still the FIFO's reader: a writer that will not
-        // wait gets in (ENXIO if no reader were there).
-        // SAFETY: a NUL-terminated path; the descriptor is ours.
-        let w = unsafe { libc::open(cpath.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        // The pool's open is (or, if the pool had not reached it yet when
+        // the thread parked, soon becomes) the FIFO's reader: a writer that
+        // will not wait gets in (ENXIO while no reader is there).
+        let t = std::time::Instant::now();
+        let w = loop {
+            // SAFETY: a NUL-terminated path; the descriptor is ours.
+            let w = unsafe { libc::open(cpath.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+            if w >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO) || t.elapsed() > Duration::from_secs(10) {
+                break w;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
         assert!(w >= 0, "round {round}: no reader on the FIFO: {}", std::io::Error::last_os_error());
         // SAFETY: ours.
         unsafe { libc::close(w) };
         std::fs::remove_file(&fifo).unwrap();
     }
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `access`, `readlink` and `opendir` (std's `read_dir`) from green threads
+/// give what they give on an ordinary thread, whether the caches answer
+/// the lookup or not (`/proc/self/...` goes to the pool); `readlink`
+/// truncates to the caller's buffer as the call does.
+#[test]
+fn lookups_come_back_exact_from_the_worker_and_from_the_pool() {
+    use std::ffi::CString;
+    let rt = runtime();
+    let d = dir("lookups");
+    for i in 0..5 {
+        std::fs::write(d.join(format!("f{i}")), [i as u8]).unwrap();
+    }
+    std::os::unix::fs::symlink(d.join("f0"), d.join("l")).unwrap();
+    let paths: Vec<PathBuf> = vec![d.clone(), d.join("f0"), d.join("l"), d.join("missing"), "/proc/self/exe".into(), "/proc/self/fd".into(), "/proc/self".into()];
+    // What an ordinary thread sees, path by path: access(F_OK, R_OK, X_OK),
+    // readlink with a big and a 3-byte buffer, and the sorted names of a
+    // directory (or the errno of each).
+    let see = |p: &PathBuf| {
+        let c = CString::new(p.to_str().unwrap()).unwrap();
+        let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let mut out: Vec<Result<Vec<u8>, i32>> = Vec::new();
+        for mode in [libc::F_OK, libc::R_OK, libc::X_OK] {
+            // SAFETY: a NUL-terminated path.
+            let r = unsafe { libc::access(c.as_ptr(), mode) };
+            out.push(if r == 0 { Ok(Vec::new()) } else { Err(errno()) });
+        }
+        for size in [4096usize, 3] {
+            let mut buf = vec![0u8; size];
+            // SAFETY: a NUL-terminated path and a buffer of `size` bytes.
+            let r = unsafe { libc::readlink(c.as_ptr(), buf.as_mut_ptr().cast(), size) };
+            out.push(if r >= 0 { Ok(buf[..r as usize].to_vec()) } else { Err(errno()) });
+        }
+        // /proc/self/fd lists this thread's own view: its names change with
+        // the descriptors open, so only whether it opens is compared.
+        let listing = std::fs::read_dir(p).map(|it| {
+            let mut names: Vec<Vec<u8>> = it.map(|e| e.unwrap().file_name().into_encoded_bytes()).collect();
+            names.sort();
+            if p.starts_with("/proc") { Vec::new() } else { names.concat() }
+        });
+        out.push(listing.map_err(|e| e.raw_os_error().unwrap_or(0)));
+        out
+    };
+    let expected: Vec<_> = paths.iter().map(see).collect();
+    assert_eq!(expected[3][0], Err(libc::ENOENT));
+    assert_eq!(expected[2][3], Ok(d.join("f0").into_os_string().into_encoded_bytes()));
+    assert_eq!(expected[2][4].as_ref().map(Vec::len), Ok(3), "readlink truncates");
+    same_in_green_threads(&rt, &paths, see, &expected, "lookups");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `mkdir`, `rename`, `link`, `symlink`, `unlink` and `rmdir` (through
+/// `std::fs` and their `*at` forms) from green threads go to the pool (each
+/// parks) and do what they do on an ordinary thread, errors included.
+#[test]
+fn directory_changes_go_to_the_pool_and_come_back_exact() {
+    use std::ffi::CString;
+    let rt = runtime();
+    let d = dir("changes");
+    for round in 0..20u64 {
+        let base = d.join(format!("r{round}"));
+        let h = Builder::new()
+            .spawn_on(rt.handle(), move || {
+                let c0 = linger::park::counters().parks;
+                let mut log: Vec<String> = Vec::new();
+                let mut note = |what: &str, r: std::io::Result<()>| log.push(format!("{what}: {:?}", r.map_err(|e| e.raw_os_error())));
+                note("mkdir", std::fs::create_dir(&base));
+                note("mkdir again", std::fs::create_dir(&base));
+                note("write", std::fs::write(base.join("a"), b"x"));
+                note("rename", std::fs::rename(base.join("a"), base.join("b")));
+                note("rename missing", std::fs::rename(base.join("a"), base.join("c")));
+                note("link", std::fs::hard_link(base.join("b"), base.join("h")));
+                note("symlink", std::os::unix::fs::symlink("b", base.join("s")));
+                note("read through", std::fs::read(base.join("s")).map(|v| assert_eq!(v, b"x")));
+                note("rmdir not empty", std::fs::remove_dir(&base));
+                let cbase = CString::new(base.to_str().unwrap()).unwrap();
+                // SAFETY: a NUL-terminated path; the descriptor is ours.
+                let dirfd = unsafe { libc::open(cbase.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+                assert!(dirfd >= 0);
+                // SAFETY: our directory descriptor and NUL-terminated names.
+                let r = unsafe { libc::renameat(dirfd, c"h".as_ptr(), dirfd, c"h2".as_ptr()) };
+                note("renameat", if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+                for name in [c"b", c"h2", c"s"] {
+                    // SAFETY: as above.
+                    let r = unsafe { libc::unlinkat(dirfd, name.as_ptr(), 0) };
+                    note("unlinkat", if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+                }
+                // SAFETY: ours.
+                unsafe { libc::close(dirfd) };
+                note("unlink missing", std::fs::remove_file(base.join("b")));
+                note("rmdir", std::fs::remove_dir(&base));
+                (log, linger::park::counters().parks - c0, base.exists())
+            })
+            .unwrap();
+        let (log, parks, left) = h.join().unwrap();
+        let expected = [
+            "mkdir: Ok(())",
+            "mkdir again: Err(Some(17))",
+            "write: Ok(())",
+            "rename: Ok(())",
+            "rename missing: Err(Some(2))",
+            "link: Ok(())",
+            "symlink: Ok(())",
+            "read through: Ok(())",
+            "rmdir not empty: Err(Some(39))",
+            "renameat: Ok(())",
+            "unlinkat: Ok(())",
+            "unlinkat: Ok(())",
+            "unlinkat: Ok(())",
+            "unlink missing: Err(Some(2))",
+            "rmdir: Ok(())",
+        ];
+        assert_eq!(log, expected, "round {round}");
+        assert!(!left, "round {round}: the directory is still there");
+        // Every change above parked on the pool (13 of them).
+        assert!(parks >= 13, "round {round}: {parks} parks for 13 changes");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
 }

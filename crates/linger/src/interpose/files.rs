@@ -33,8 +33,8 @@
 //! Where the hook cannot offload (no hook, a place where the function may
 //! not park, no memory for the copy) the call blocks, as it did before.
 //!
-//! `access`, `readlink`, `mkdir`, `unlink`, `rename` and the rest are not
-//! wrapped and block the worker when the disk is slow (`docs/safety.md`).
+//! `access`, `readlink`, `opendir`, `mkdir`, `unlink`, `rename` and the
+//! like are in `paths.rs`.
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
@@ -263,7 +263,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, offse
     let real = or_enosys!(real_pread());
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, buf, count, offset) };
-    match parking::hook() {
+    match parking::offload_hook() {
         Some(h) => transfer(h, fd, &[iovec { iov_base: buf, iov_len: count }], false, At::Offset(offset), call),
         None => call(),
     }
@@ -284,7 +284,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
     let real = or_enosys!(real_pwrite());
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, buf, count, offset) };
-    match parking::hook() {
+    match parking::offload_hook() {
         Some(h) => transfer(h, fd, &[iovec { iov_base: buf as *mut c_void, iov_len: count }], true, At::Offset(offset), call),
         None => call(),
     }
@@ -306,7 +306,7 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, offset: 
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, iov, n, offset) };
     // SAFETY: the caller's iovecs.
-    match (parking::hook(), unsafe { iovecs(iov, n) }) {
+    match (parking::offload_hook(), unsafe { iovecs(iov, n) }) {
         (Some(h), Some(v)) => transfer(h, fd, v, false, At::Offset(offset), call),
         _ => call(),
     }
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, offset:
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, iov, n, offset) };
     // SAFETY: the caller's iovecs.
-    match (parking::hook(), unsafe { iovecs(iov, n) }) {
+    match (parking::offload_hook(), unsafe { iovecs(iov, n) }) {
         (Some(h), Some(v)) => transfer(h, fd, v, true, At::Offset(offset), call),
         _ => call(),
     }
@@ -347,7 +347,7 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, n: c_int, offse
 /// go there (then nothing ran). Everything `call` touches must be its own
 /// (moved in) or the process's (descriptors): a function cancelled while
 /// it waits gives its stack back, and the pool goes on.
-fn on_pool<R: Send + 'static>(h: Hook, call: impl FnOnce() -> R + Send + 'static) -> Option<(R, c_int)> {
+pub(crate) fn on_pool<R: Send + 'static>(h: Hook, call: impl FnOnce() -> R + Send + 'static) -> Option<(R, c_int)> {
     let (tx, rx) = mpsc::sync_channel(1);
     let work = Box::new(move || {
         let r = call();
@@ -361,7 +361,7 @@ fn on_pool<R: Send + 'static>(h: Hook, call: impl FnOnce() -> R + Send + 'static
 
 /// [`on_pool`] for a call that returns -1 and sets `errno` when it fails:
 /// its result, with the pool's `errno` when it failed.
-fn on_pool_c(h: Hook, call: impl FnOnce() -> c_int + Send + 'static) -> Option<c_int> {
+pub(crate) fn on_pool_c(h: Hook, call: impl FnOnce() -> c_int + Send + 'static) -> Option<c_int> {
     let (r, e) = on_pool(h, call)?;
     if r == -1 {
         set_errno(e);
@@ -375,7 +375,7 @@ fn sync(fd: c_int, real: SyncFn) -> c_int {
     // SAFETY: forwarded verbatim; on the pool's thread too, where the
     // number names the same file (descriptors are the process's).
     let call = move || unsafe { real(fd) };
-    parking::hook().and_then(|h| on_pool_c(h, call)).unwrap_or_else(call)
+    parking::offload_hook().and_then(|h| on_pool_c(h, call)).unwrap_or_else(call)
 }
 
 /// # Safety
@@ -498,7 +498,7 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
 /// `openat` with the real function resolved.
 fn openat_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     let real = or_enosys!(real_openat());
-    match parking::hook() {
+    match parking::offload_hook() {
         Some(h) => open_with_hook(h, dirfd, path, flags, mode, real),
         // SAFETY: forwarded verbatim.
         None => unsafe { real(dirfd, path, flags, mode) },
@@ -535,7 +535,7 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
 
 /// Would a lookup of `path` (from `dirfd`) wait, that is, can the caches
 /// not answer it? False too when they answer that it fails.
-fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
+pub(crate) fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
     let probe = open_cached(dirfd, path, libc::O_PATH | libc::O_CLOEXEC | if nofollow { libc::O_NOFOLLOW } else { 0 });
     if probe >= 0 {
         // SAFETY: our own descriptor, known to nobody else (see `try_cached`).
@@ -557,7 +557,7 @@ fn stat_like<T: Send + 'static>(
     call: impl Fn(*const c_char, *mut T) -> c_int + Copy + Send + 'static,
 ) -> c_int {
     let here = || call(path, out);
-    let Some(h) = parking::hook() else { return here() };
+    let Some(h) = parking::offload_hook() else { return here() };
     // SAFETY: a non-null path is the caller's NUL-terminated string; an
     // empty one (`AT_EMPTY_PATH`) names `dirfd` itself: no lookup.
     if path.is_null() || out.is_null() || unsafe { *path } == 0 {

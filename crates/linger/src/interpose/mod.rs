@@ -50,6 +50,7 @@ pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod loader;
 pub(crate) mod parking;
+pub(crate) mod paths;
 pub(crate) mod signals;
 pub(crate) mod sleep;
 pub(crate) mod stack;
@@ -100,6 +101,7 @@ pub(crate) fn prepare() {
     child_env::prepare();
     io::prepare();
     files::prepare();
+    paths::prepare();
     fds::prepare();
     wait::prepare();
     signals::prepare();

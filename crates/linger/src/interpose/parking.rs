@@ -43,6 +43,17 @@ pub(crate) fn hook() -> Option<Hook> {
     inside().flatten()
 }
 
+/// The hook, for a wrapper that would copy what it hands to the pool
+/// (allocating) before it knows whether the function may park: None where
+/// it surely may not, so that nothing is copied there: in one of the
+/// program's signal handlers (which may have interrupted `malloc`; `open`,
+/// `stat`, `unlink`... are async-signal-safe), and in a `critical` scope.
+#[inline]
+pub(crate) fn offload_hook() -> Option<Hook> {
+    let h = hook()?;
+    (ts().defer.get() == 0 && !super::signals::in_program_handler()).then_some(h)
+}
+
 /// None outside any function (the wrappers' fast path: one thread-local
 /// load and a branch, as `in_function`); inside one, its hook if it has
 /// one (one more load).
