@@ -118,7 +118,13 @@ fn cancelled_inside_the_library_the_libset_is_reset_and_reused() {
     let before = linger::stats();
     let mut out = out_buffer();
     let mut inside = 0;
-    for i in 0..40u64 {
+    // Until 30 stopped inside zlib: a launch whose deadline passed before
+    // zlib was entered (a VM stall, a loaded machine) stops outside it and
+    // does not count; 200 tries at most.
+    for i in 0..200u64 {
+        if inside == 30 {
+            break;
+        }
         out[BIG - 1] = 1;
         let timeout = Duration::from_micros(100 + (i * 7919) % 3000);
         let l = isolated().launch(inflate(bomb.clone(), &mut out), timeout).unwrap();
@@ -126,7 +132,7 @@ fn cancelled_inside_the_library_the_libset_is_reset_and_reused() {
         drop(l); // cancels it wherever it stopped
     }
     let after = linger::stats();
-    assert!(inside >= 30, "{inside} of 40 stopped inside zlib");
+    assert!(inside >= 30, "{inside} of 200 stopped inside zlib");
     assert!(after.libset_resets - before.libset_resets >= inside as u64, "{before:?} {after:?}");
     // zlib's inflate state and window, allocated inside `uncompress`, were freed.
     assert!(after.libset_blocks_freed - before.libset_blocks_freed >= inside as u64, "{after:?}");
