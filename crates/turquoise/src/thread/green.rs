@@ -141,10 +141,12 @@ pub(crate) fn park(cause: Cause, detail: u64, in_hook: bool) {
     tracing::debug!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), %cause, detail, "park");
     g.why.store(PARK, Ordering::Relaxed);
     if in_hook {
-        // SAFETY: see `in_hook`: the hook's frames (`park::wait`,
-        // `block_on_in_hook`, this one) run this crate's code and hold no
-        // lock here (every lock they take is taken and released inside a
-        // `critical` scope before this point).
+        // SAFETY: see `in_hook`: the frames between the wrapper and here
+        // (`park.rs`'s hook methods, `block_on_in_hook`, this one) run this
+        // crate's code, and none holds a lock at this point: the futures
+        // they polled (the wait cell, tokio's sleep or blocking-pool
+        // handle) have returned from their polls, and the table and status
+        // updates were made in `critical` scopes that are closed.
         unsafe { linger::park::pause_in_hook() };
     } else {
         linger::pause();
