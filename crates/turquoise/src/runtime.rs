@@ -144,8 +144,8 @@ impl Builder {
                 // on turquoise's earlier shared-driver design).
                 // A task of that runtime, not the future `block_on` polls
                 // itself: a wake of the latter costs tokio a driver turn
-                // (`epoll_wait` with no timeout) before it is polled, one
-                // more system call at each green thread woken from I/O.
+                // (an `epoll_wait` with a zero timeout) before it is polled,
+                // one more system call at each green thread woken from I/O.
                 let worker = own.spawn(tokio::task::coop::unconstrained(sched.worker(i, local)));
                 if let Err(e) = own.block_on(worker) {
                     if e.is_panic() {
