@@ -117,7 +117,10 @@ impl At {
 /// cannot say what is wrong, or when nothing can be offloaded.
 pub(crate) fn transfer(h: Hook, fd: c_int, v: &[iovec], write: bool, at: At, blocking: impl FnOnce() -> ssize_t) -> ssize_t {
     let total = v.iter().fold(0usize, |a, e| a.saturating_add(e.iov_len));
-    if total == 0 {
+    // Nothing to move, or a place where the function may not park and
+    // nothing may be allocated (the attempts below build iovec lists):
+    // the call as it was (`read`/`write` come here with the plain hook).
+    if total == 0 || parking::offload_hook().is_none() {
         return blocking();
     }
     let e0 = errno();
