@@ -533,3 +533,46 @@ fn directory_changes_go_to_the_pool_and_come_back_exact() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// In one of the program's signal handlers, running on a green thread, the
+/// file calls are made in place (they are async-signal-safe, and the
+/// handler may have interrupted `malloc`): a `stat` and an `access` of a
+/// `/proc` path, which would otherwise go to the pool, answer right without
+/// a park, and without even asking for one (which copied the path first:
+/// an asked park that cannot happen counts as `blocked`).
+#[test]
+fn a_signal_handler_makes_its_file_calls_in_place() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static RESULT: AtomicI64 = AtomicI64::new(i64::MIN);
+    static PARKS: AtomicI64 = AtomicI64::new(-1);
+    extern "C" fn on_usr2(_: libc::c_int) {
+        let c0 = linger::park::counters();
+        // SAFETY: a zeroed stat is a valid out buffer; NUL-terminated paths.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let s = unsafe { libc::stat(c"/proc/self/status".as_ptr(), &mut st) };
+        // SAFETY: as above.
+        let a = unsafe { libc::access(c"/proc/self/status".as_ptr(), libc::R_OK) };
+        RESULT.store(i64::from(s) * 10 + i64::from(a) + i64::from(st.st_mode & libc::S_IFMT == libc::S_IFREG) * 100, Ordering::SeqCst);
+        let c1 = linger::park::counters();
+        PARKS.store((c1.parks - c0.parks + c1.blocked - c0.blocked) as i64, Ordering::SeqCst);
+    }
+    let rt = runtime();
+    for round in 0..50 {
+        RESULT.store(i64::MIN, Ordering::SeqCst);
+        let h = Builder::new()
+            .spawn_on(rt.handle(), || {
+                // SAFETY: a handler that only makes async-signal-safe calls and
+                // stores to atomics.
+                let old = unsafe { libc::signal(libc::SIGUSR2, on_usr2 as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+                // SAFETY: raising a signal whose handler is installed.
+                unsafe { libc::raise(libc::SIGUSR2) };
+                // SAFETY: putting back what was there.
+                unsafe { libc::signal(libc::SIGUSR2, old) };
+            })
+            .unwrap();
+        h.join().unwrap();
+        assert_eq!(RESULT.load(Ordering::SeqCst), 100, "round {round}: stat, access and the file's type");
+        assert_eq!(PARKS.load(Ordering::SeqCst), 0, "round {round}: a call in the handler parked or asked to");
+    }
+}
