@@ -608,9 +608,21 @@ pub(crate) fn pause(unwindable: bool) {
         f.pause_due.set(here == Here::Trapped);
         return;
     }
-    bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function; a call
     // to pause() from its code runs on its stack.
+    unsafe { switch_paused(ts, frame, unwindable) };
+}
+
+/// The switch of a `pause()` that was judged to stop: counted, out to the
+/// resumer, and back (possibly on another thread).
+///
+/// # Safety
+///
+/// `frame` is `ts.current`, and this code runs on its stack.
+#[inline(always)]
+unsafe fn switch_paused(ts: &ThreadState, frame: *mut Frame, unwindable: bool) {
+    bump(&ts.stats.pauses);
+    // SAFETY: per the contract.
     let ts = unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), unwindable) };
     // Resumed, possibly on another thread.
     landed(ts);
@@ -646,12 +658,9 @@ pub(crate) unsafe fn pause_in_hook() {
     {
         return pause(true);
     }
-    bump(&ts.stats.pauses);
     // SAFETY: `current` is this thread's innermost running function, and
     // this code runs on its stack (between `floor` and `judged_above`).
-    let ts = unsafe { switch_out(ts, frame, Suspend::Paused, std::ptr::null_mut(), true) };
-    landed(ts);
-    release_held(ts);
+    unsafe { switch_paused(ts, frame, true) };
 }
 
 /// Does the handler, running on `frame`'s stack, have room to decide and
