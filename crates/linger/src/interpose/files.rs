@@ -36,7 +36,7 @@
 //! `access`, `readlink`, `opendir`, `mkdir`, `unlink`, `rename` and the
 //! like are in `paths.rs`.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::mem::MaybeUninit;
 use std::sync::mpsc;
 
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, count: size_t, offse
     let real = or_enosys!(real_pread());
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, buf, count, offset) };
-    match parking::offload_hook() {
+    match parking::hook() {
         Some(h) => transfer(h, fd, &[iovec { iov_base: buf, iov_len: count }], false, At::Offset(offset), call),
         None => call(),
     }
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, of
     let real = or_enosys!(real_pwrite());
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, buf, count, offset) };
-    match parking::offload_hook() {
+    match parking::hook() {
         Some(h) => transfer(h, fd, &[iovec { iov_base: buf as *mut c_void, iov_len: count }], true, At::Offset(offset), call),
         None => call(),
     }
@@ -309,7 +309,7 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const iovec, n: c_int, offset: 
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, iov, n, offset) };
     // SAFETY: the caller's iovecs.
-    match (parking::offload_hook(), unsafe { iovecs(iov, n) }) {
+    match (parking::hook(), unsafe { iovecs(iov, n) }) {
         (Some(h), Some(v)) => transfer(h, fd, v, false, At::Offset(offset), call),
         _ => call(),
     }
@@ -331,7 +331,7 @@ pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, n: c_int, offset:
     // SAFETY: forwarded verbatim.
     let call = || unsafe { real(fd, iov, n, offset) };
     // SAFETY: the caller's iovecs.
-    match (parking::offload_hook(), unsafe { iovecs(iov, n) }) {
+    match (parking::hook(), unsafe { iovecs(iov, n) }) {
         (Some(h), Some(v)) => transfer(h, fd, v, true, At::Offset(offset), call),
         _ => call(),
     }
@@ -489,8 +489,7 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
             // The pool opens a copy of the path: a function cancelled while
             // it waits gives its stack back, and the caller's string may
             // be on it.
-            // SAFETY: a non-null path is the caller's NUL-terminated string.
-            let owned = unsafe { CStr::from_ptr(path) }.to_owned();
+            let Some(owned) = copy_path(path) else { return call() };
             // SAFETY: as `call`, on the pool's own copy of the path.
             let on = move || unsafe { real(dirfd, owned.as_ptr(), flags, mode) };
             on_pool_c(h, on).unwrap_or_else(call)
@@ -538,7 +537,7 @@ pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_in
 
 /// Would a lookup of `path` (from `dirfd`) wait, that is, can the caches
 /// not answer it? False too when they answer that it fails.
-pub(crate) fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
+fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) -> bool {
     let probe = open_cached(dirfd, path, libc::O_PATH | libc::O_CLOEXEC | if nofollow { libc::O_NOFOLLOW } else { 0 });
     if probe >= 0 {
         // SAFETY: our own descriptor, known to nobody else (see `try_cached`).
@@ -546,6 +545,30 @@ pub(crate) fn lookup_waits(dirfd: c_int, path: *const c_char, nofollow: bool) ->
         return false;
     }
     errno() == libc::EAGAIN
+}
+
+/// For a call that looks `path` up (from `dirfd`): the hook, if the
+/// function has one, may copy for the pool here, and the caches cannot
+/// answer the lookup; then the call goes to the pool. None: make it here
+/// (an empty path names `dirfd` itself, or fails: no lookup). The
+/// caller's `errno` is left as it was.
+pub(crate) fn pool_for_lookup(dirfd: c_int, path: *const c_char, nofollow: bool) -> Option<Hook> {
+    let h = parking::offload_hook()?;
+    // SAFETY: a non-null path is the caller's NUL-terminated string.
+    if path.is_null() || unsafe { *path } == 0 {
+        return None;
+    }
+    let e0 = errno();
+    let waits = lookup_waits(dirfd, path, nofollow);
+    set_errno(e0);
+    waits.then_some(h)
+}
+
+/// A copy of the caller's string for the pool, which may outlive the
+/// caller's stack (None for a null pointer, which the call itself reports).
+pub(crate) fn copy_path(path: *const c_char) -> Option<CString> {
+    // SAFETY: a non-null path is the caller's NUL-terminated string.
+    (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_owned())
 }
 
 /// A call that looks `path` up and fills `*out` (the `stat` family), in a
@@ -560,20 +583,10 @@ fn stat_like<T: Send + 'static>(
     call: impl Fn(*const c_char, *mut T) -> c_int + Copy + Send + 'static,
 ) -> c_int {
     let here = || call(path, out);
-    let Some(h) = parking::offload_hook() else { return here() };
-    // SAFETY: a non-null path is the caller's NUL-terminated string; an
-    // empty one (`AT_EMPTY_PATH`) names `dirfd` itself: no lookup.
-    if path.is_null() || out.is_null() || unsafe { *path } == 0 {
+    if out.is_null() {
         return here();
     }
-    let e0 = errno();
-    let waits = lookup_waits(dirfd, path, nofollow);
-    set_errno(e0);
-    if !waits {
-        return here();
-    }
-    // SAFETY: as above.
-    let owned = unsafe { CStr::from_ptr(path) }.to_owned();
+    let (Some(h), Some(owned)) = (pool_for_lookup(dirfd, path, nofollow), copy_path(path)) else { return here() };
     let pooled = on_pool(h, move || {
         let mut buf = Box::new(MaybeUninit::<T>::uninit());
         let r = call(owned.as_ptr(), buf.as_mut_ptr());

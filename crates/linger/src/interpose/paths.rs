@@ -6,7 +6,7 @@
 //! Inside a function launched with a park hook (turquoise's green threads):
 //!
 //! - A call that only looks its path up is made here when the kernel's
-//!   caches can answer the lookup (`files::lookup_waits`, as for `stat`),
+//!   caches can answer the lookup (`files::pool_for_lookup`, as for `stat`),
 //!   else on the hook's blocking pool with a copy of the path (and, for
 //!   `readlink`, a buffer of the pool's own).
 //! - A call that changes a directory always goes to the pool, as an open
@@ -19,13 +19,11 @@
 //! Where the hook cannot offload (none, a place where the function may not
 //! park, no memory) the call is made here, blocking, as before.
 
-use std::ffi::CStr;
-
 use libc::{c_char, c_int, mode_t, size_t, ssize_t};
 
-use super::files::{lookup_waits, on_pool, on_pool_c};
-use super::parking::{self, Hook};
-use super::{errno, or_enosys, real, set_errno};
+use super::files::{copy_path, on_pool, on_pool_c, pool_for_lookup};
+use super::parking;
+use super::{or_enosys, real, set_errno};
 
 type FaccessatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
 type ReadlinkatFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;
@@ -70,32 +68,10 @@ pub(crate) fn prepare() {
     let _ = (real_renameat(), real_renameat2(), real_linkat(), real_symlinkat());
 }
 
-/// The hook, if the function has one and `path` names something to look up
-/// whose lookup the caches cannot answer: then the call goes to the pool.
-fn pool_for_lookup(dirfd: c_int, path: *const c_char, nofollow: bool) -> Option<Hook> {
-    let h = parking::offload_hook()?;
-    // SAFETY: a non-null path is the caller's NUL-terminated string; an
-    // empty one names `dirfd` itself (or fails): no lookup.
-    if path.is_null() || unsafe { *path } == 0 {
-        return None;
-    }
-    let e0 = errno();
-    let waits = lookup_waits(dirfd, path, nofollow);
-    set_errno(e0);
-    waits.then_some(h)
-}
-
-/// A copy of the caller's string for the pool (None for a null pointer,
-/// which the call itself reports).
-fn owned(path: *const c_char) -> Option<std::ffi::CString> {
-    // SAFETY: a non-null path is the caller's NUL-terminated string.
-    (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_owned())
-}
-
 /// A call that only looks `path` up: see the module's documentation.
 fn lookup(dirfd: c_int, path: *const c_char, nofollow: bool, call: impl Fn(*const c_char) -> c_int + Copy + Send + 'static) -> c_int {
     let here = || call(path);
-    let (Some(h), Some(p)) = (pool_for_lookup(dirfd, path, nofollow), owned(path)) else { return here() };
+    let (Some(h), Some(p)) = (pool_for_lookup(dirfd, path, nofollow), copy_path(path)) else { return here() };
     on_pool_c(h, move || call(p.as_ptr())).unwrap_or_else(here)
 }
 
@@ -107,7 +83,7 @@ fn change<const N: usize>(paths: [*const c_char; N], call: impl Fn([*const c_cha
     if paths.iter().any(|p| p.is_null()) {
         return here(); // EFAULT, from the call itself
     }
-    let copies = paths.map(owned);
+    let copies = paths.map(copy_path);
     on_pool_c(h, move || call(copies.each_ref().map(|c| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())))).unwrap_or_else(here)
 }
 
@@ -138,7 +114,7 @@ pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut
     };
     // SAFETY: the caller's arguments, forwarded.
     let here = || unsafe { real(dirfd, path, buf, size) };
-    let (Some(h), Some(p)) = (pool_for_lookup(dirfd, path, true), owned(path)) else { return here() };
+    let (Some(h), Some(p)) = (pool_for_lookup(dirfd, path, true), copy_path(path)) else { return here() };
     if buf.is_null() {
         return here();
     }
@@ -181,7 +157,7 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     };
     // SAFETY: the caller's argument, forwarded.
     let here = || unsafe { real(path) };
-    let (Some(h), Some(p)) = (pool_for_lookup(libc::AT_FDCWD, path, false), owned(path)) else { return here() };
+    let (Some(h), Some(p)) = (pool_for_lookup(libc::AT_FDCWD, path, false), copy_path(path)) else { return here() };
     // The stream is the process's (heap memory and a descriptor): handed
     // back as an address.
     let pooled = on_pool(h, move || {
