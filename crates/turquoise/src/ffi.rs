@@ -20,7 +20,7 @@
 
 #![allow(non_camel_case_types)]
 
-use std::collections::HashMap;
+use crate::id_map::IdMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -62,9 +62,9 @@ pub type turq_fn = Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>;
 /// Runs `f` on the table of joinable threads, by id. In `critical`: from a
 /// green thread, a stop while the lock is held would block every other
 /// taker on its worker.
-fn with_table<R>(f: impl FnOnce(&mut HashMap<u64, JoinHandle<usize>>) -> R) -> R {
-    static T: OnceLock<Mutex<HashMap<u64, JoinHandle<usize>>>> = OnceLock::new();
-    linger::critical(|| f(&mut T.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(|e| e.into_inner())))
+fn with_table<R>(f: impl FnOnce(&mut IdMap<u64, JoinHandle<usize>>) -> R) -> R {
+    static T: OnceLock<Mutex<IdMap<u64, JoinHandle<usize>>>> = OnceLock::new();
+    linger::critical(|| f(&mut T.get_or_init(|| Mutex::new(IdMap::default())).lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// Runs `f`, turning a panic of ours into `EIO` (none should reach C).

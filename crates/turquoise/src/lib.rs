@@ -44,6 +44,7 @@ mod counters;
 pub mod ffi;
 mod future;
 mod home;
+mod id_map;
 mod rules;
 mod runtime;
 mod scheduler;

@@ -29,7 +29,6 @@
 //! wakes its task again (as `future.rs` does for preemptible futures).
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -85,7 +84,7 @@ std::thread_local! {
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// This worker's started green threads, by id, for shutdown: each is
     /// cancelled here, on its home, before the worker's thread ends.
-    static LIVE: RefCell<HashMap<u64, Arc<dyn Kill>>> = RefCell::new(HashMap::new());
+    static LIVE: RefCell<crate::id_map::IdMap<u64, Arc<dyn Kill>>> = RefCell::new(crate::id_map::IdMap::default());
     /// An address unique to this OS thread while it lives (identifies a
     /// green thread's home).
     static HOME_TOKEN: u8 = const { 0 };

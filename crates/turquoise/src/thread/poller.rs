@@ -43,7 +43,6 @@
 //! ([`Slot`]) are shared between threads, through atomics.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::poll_fn;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
@@ -180,7 +179,7 @@ struct Entry {
 /// A worker's table.
 struct Poller {
     ep: AsyncFd<OwnedFd>,
-    waits: RefCell<HashMap<RawFd, Vec<Entry>>>,
+    waits: RefCell<crate::id_map::IdMap<RawFd, Vec<Entry>>>,
 }
 
 thread_local! {
@@ -288,7 +287,7 @@ impl Poller {
         // SAFETY: the registration owns `ep`: open, and the same epoll set,
         // until the table (and the registration with it) is dropped.
         let ep = unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) }.ok()?;
-        Some(Poller { ep, waits: RefCell::new(HashMap::new()) })
+        Some(Poller { ep, waits: RefCell::new(crate::id_map::IdMap::default()) })
     }
 
     fn add(&self, fd: RawFd, events: u32, cell: &Rc<WaitCell>) -> bool {

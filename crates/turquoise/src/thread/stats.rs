@@ -2,7 +2,6 @@
 //! counters, a `tracing` event per park, and the list of live threads (the
 //! analogue of a goroutine dump).
 
-use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -282,9 +281,9 @@ pub struct ThreadInfo {
 }
 
 /// The live green threads, by id (weak: a thread's record goes with it).
-fn registry() -> &'static Mutex<HashMap<u64, Weak<GreenShared>>> {
-    static R: OnceLock<Mutex<HashMap<u64, Weak<GreenShared>>>> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(HashMap::new()))
+fn registry() -> &'static Mutex<crate::id_map::IdMap<u64, Weak<GreenShared>>> {
+    static R: OnceLock<Mutex<crate::id_map::IdMap<u64, Weak<GreenShared>>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(crate::id_map::IdMap::default()))
 }
 
 pub(crate) fn register(g: &Arc<GreenShared>) {
