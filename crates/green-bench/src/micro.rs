@@ -31,8 +31,8 @@ use crate::servers::PTHREAD_STACK;
 const FOREVER: Duration = Duration::from_secs(3600);
 
 /// Runs `op(n)` (which returns the units it did) in 7 batches after a
-/// warm-up; prints the median, min and max ns per unit.
-fn batches(name: &str, n: usize, mut op: impl FnMut(usize) -> usize) {
+/// warm-up: the median, min and max ns per unit.
+pub fn time_batches(n: usize, mut op: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
     op((n / 10).max(1));
     let mut ns: Vec<f64> = (0..7)
         .map(|_| {
@@ -42,7 +42,13 @@ fn batches(name: &str, n: usize, mut op: impl FnMut(usize) -> usize) {
         })
         .collect();
     ns.sort_by(f64::total_cmp);
-    println!("{name} {:.2} {:.2} {:.2}", ns[3], ns[0], ns[6]);
+    (ns[3], ns[0], ns[6])
+}
+
+/// [`time_batches`], printed as `name median min max`.
+fn batches(name: &str, n: usize, op: impl FnMut(usize) -> usize) {
+    let (med, min, max) = time_batches(n, op);
+    println!("{name} {med:.2} {min:.2} {max:.2}");
 }
 
 fn kib(field: &str) -> u64 {
