@@ -10,18 +10,22 @@
 //!    that any green thread pays (the floor under the runtime).
 //! 2. The same with `resume_contained` and a park hook, as the workers
 //!    resume green threads.
-//! 3. Two green threads of a one-worker runtime calling `yield_now` in
+//! 3. Two async tasks of a one-worker runtime yielding in turn (each wakes
+//!    itself and returns `Pending`): the task and the queues alone.
+//! 4. Two green threads of a one-worker runtime calling `yield_now` in
 //!    turn: the runtime's whole switch (task, queues, thread-local image,
 //!    statistics).
-//! 4. Two green threads passing a value through two
+//!    Then the same without the thread-local images (a hidden test
+//!    option): what swapping them costs.
+//! 5. Two green threads passing a value through two
 //!    `turquoise::sync::mpsc::channel(1)`: each switch a park and a wake-up.
+//! 6. Spawn+join: a linger function launched and run to its end, and an
+//!    async task spawned and awaited from a task, against a green thread
+//!    spawned and joined from a green thread (the joiner's park and
+//!    wake-up are two switches of 4.).
 //!
-//! 5. Spawn+join: a linger function launched and run to its end, against
-//!    a green thread spawned and joined from a green thread (the joiner's
-//!    park and wake-up are two switches of 3.).
-//!
-//! ns per switch (one thread's turn) or per spawn, median [min-max] of 7 batches. An
-//! argument runs only the rows whose name contains it.
+//! ns per switch (one thread's turn) or per spawn, median [min-max] of 7
+//! batches. An argument runs only the rows whose name contains it.
 
 use std::time::Duration;
 
@@ -34,6 +38,20 @@ fn batches(name: &str, n: usize, op: impl FnMut(usize) -> usize) {
     }
     let (med, min, max) = green_bench::micro::time_batches(n, op);
     println!("{name:<58} {med:>8.1} ns [{min:.1}-{max:.1}]");
+}
+
+/// Wakes its own task and returns `Pending` once: a yield through the
+/// runtime's queues alone (tokio's `yield_now` defers to its driver turn).
+fn yield_once() -> impl std::future::Future<Output = ()> {
+    let mut done = false;
+    std::future::poll_fn(move |cx| {
+        if done {
+            return std::task::Poll::Ready(());
+        }
+        done = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
 }
 
 /// A function that pauses `k` times, then returns.
@@ -75,6 +93,36 @@ fn main() {
         }
         n
     });
+    batches("async tasks (cooperative): yield in turn", 1_000_000, |n| {
+        let k = n / 2;
+        rt.block_on(async move {
+            let other = turquoise::spawn_cooperative(async move {
+                for _ in 0..k {
+                    yield_once().await;
+                }
+            });
+            let me = turquoise::spawn_cooperative(async move {
+                for _ in 0..k {
+                    yield_once().await;
+                }
+            });
+            let _ = me.await;
+            let _ = other.await;
+        });
+        2 * k
+    });
+    batches("async tasks (cooperative): spawn + await from a task", 1_000_000, |n| {
+        rt.block_on(async move {
+            turquoise::spawn_cooperative(async move {
+                for _ in 0..n {
+                    let _ = turquoise::spawn_cooperative(async {}).await;
+                }
+            })
+            .await
+            .expect("task");
+        });
+        n
+    });
     rt.block_on(async {
         turquoise::thread::spawn(|| {
             batches("green threads: yield_now in turn", 1_000_000, |n| {
@@ -112,5 +160,23 @@ fn main() {
         })
         .await
         .expect("green");
+        // SAFETY: these two threads use none of the program's
+        // thread-locals while they share them (only the runtime's own,
+        // which are never swapped, and stdout's, which `println!` takes
+        // under its lock before the next switch can come).
+        let shared = || unsafe { turquoise::thread::Builder::new().share_thread_locals() };
+        shared()
+            .spawn(move || {
+                batches("green threads without thread-local images: yield_now", 1_000_000, |n| {
+                    let k = n / 2;
+                    let other = shared().spawn(move || (0..k).for_each(|_| turquoise::thread::yield_now())).expect("spawn");
+                    (0..k).for_each(|_| turquoise::thread::yield_now());
+                    other.join().expect("join");
+                    2 * k
+                });
+            })
+            .expect("spawn")
+            .await
+            .expect("green");
     });
 }
