@@ -92,10 +92,16 @@ echo "ok deadlock.c with libas-safe: $ok of $loops runs finished, output whole (
 # 3. Semantics.
 ok=0
 for i in $(seq 1 "$loops"); do
-    if timeout 60 env LD_PRELOAD="$lib" "$out/semantics" >/dev/null 2>"$out/semantics.err"; then
+    st=0
+    timeout 60 env LD_PRELOAD="$lib" "$out/semantics" >/dev/null 2>"$out/semantics.err" || st=$?
+    if [ $st -eq 0 ]; then
         ok=$((ok + 1))
     else
-        fail "semantics run $i" "$out/semantics.err"
+        # 124: killed by the time limit (a hang); above 128: died of signal
+        # status - 128. The log's last "ok" names the case before the one
+        # that failed; it is kept for the next look.
+        cp "$out/semantics.err" "$out/semantics.fail.$i.err"
+        fail "semantics run $i (status $st)" "$out/semantics.err"
     fi
 done
 echo "ok semantics.c: $ok of $loops runs ($(grep -c '^ok' "$out/semantics.err") cases each)"

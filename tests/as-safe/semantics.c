@@ -454,7 +454,19 @@ static void case_threads(void) {
     struct timespec pause = {0, 100 * 1000 * 1000};
     nanosleep(&pause, NULL);
     stop_workers = 1;
-    for (int k = 0; k < THREADS; k++) pthread_join(workers[k], NULL);
+    // A worker ends once its signals have all run: one that is lost would
+    // keep it going for ever. Say which, long before the script's limit.
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 20;
+    for (int k = 0; k < THREADS; k++) {
+        int e = pthread_timedjoin_np(workers[k], NULL, &limit);
+        if (e == ETIMEDOUT) {
+            for (int j = 0; j < THREADS; j++) fprintf(stderr, "thread %d: %d of %d signals ran\n", j, got[j], PER_THREAD);
+            fail("after 20 s, thread %d has not ended (%d alarms ran)", k, alarms);
+        }
+        CHECK(e == 0, "pthread_timedjoin_np: %s", strerror(e));
+    }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
     for (int k = 0; k < THREADS; k++) CHECK(got[k] == PER_THREAD, "thread %d ran %d of %d", k, got[k], PER_THREAD);
