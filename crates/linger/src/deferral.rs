@@ -462,14 +462,21 @@ fn keep_locked(st: &State, sig: c_int, action: &Action, info: &libc::siginfo_t, 
 /// Runs `f` with the program's signals blocked and `busy` set: neither a
 /// signal of the program's nor the timer's look (`after_timer`) finds the
 /// state half-changed, or takes the mask held here for the program's.
+///
+/// `busy` is set before the mask is held and cleared after it is given
+/// back: the timer is not blocked here, and a look of its between the two
+/// would take the held mask for the program's, run the held signals with
+/// it and release what we blocked (`blocked`); the mask given back after
+/// would then block those signals again with nothing left to release them
+/// (a lost real-time signal, found by `tests/as-safe` under load).
 fn locked<R>(st: &State, f: impl FnOnce() -> R) -> R {
-    let prev = sigmask::hold();
     let was = st.busy.replace(true);
     compiler_fence(Ordering::SeqCst);
+    let prev = sigmask::hold();
     let r = f();
+    sigmask::set(prev);
     compiler_fence(Ordering::SeqCst);
     st.busy.set(was);
-    sigmask::set(prev);
     r
 }
 
@@ -625,9 +632,12 @@ static MARKER: AtomicU64 = AtomicU64::new(1);
 fn flush(st: &State, mut ctx: Context) {
     // SAFETY: errno location is valid for the thread.
     let errno = unsafe { *libc::__errno_location() };
-    let outer = sigmask::hold();
-    st.busy.set(true);
+    // `busy` covers every moment the mask is held here (see `locked`), and
+    // is given back as found: a flush run by a handler of the program's
+    // that came between two of ours (below) returns into code that is busy.
+    let was_busy = st.busy.replace(true);
     compiler_fence(Ordering::SeqCst);
+    let outer = sigmask::hold();
     let here = match &ctx {
         Context::Trap { .. } => outer,
         Context::Signal(uc) => sigmask::word(&uc.uc_sigmask),
@@ -690,13 +700,13 @@ fn flush(st: &State, mut ctx: Context) {
         // first instruction) must leave what it blocks for later, the
         // instances of its own signal behind it first of all.
         let inflight = st.inflight.replace(st.inflight.get() | handler_mask(e.sig, &e.action));
+        sigmask::set(m);
         compiler_fence(Ordering::SeqCst);
         st.busy.set(false);
-        sigmask::set(m);
         run_program_handler(e.sig, &e.action, &mut info, ucp);
-        sigmask::hold();
         st.busy.set(true);
         compiler_fence(Ordering::SeqCst);
+        sigmask::hold();
         st.inflight.set(inflight);
     }
     if !nested {
@@ -711,8 +721,6 @@ fn flush(st: &State, mut ctx: Context) {
     let left = ring(st).fold(0, |b, h| b | sigmask::bit(h.sig));
     st.blocked.set(st.blocked.get() & left);
     let after = program | st.blocked.get();
-    compiler_fence(Ordering::SeqCst);
-    st.busy.set(false);
     match ctx {
         Context::Trap { .. } => sigmask::set(after),
         Context::Signal(uc) => {
@@ -721,6 +729,8 @@ fn flush(st: &State, mut ctx: Context) {
             sigmask::set(outer);
         }
     }
+    compiler_fence(Ordering::SeqCst);
+    st.busy.set(was_busy);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
 }
