@@ -90,21 +90,27 @@ for i in $(seq 1 "$loops"); do
 done
 echo "ok deadlock.c with libas-safe: $ok of $loops runs finished, output whole ($(tail -n 1 "$out/deadlock.err"))"
 
-# 3. Semantics.
-ok=0
-for i in $(seq 1 "$loops"); do
-    st=0
-    timeout 60 env LD_PRELOAD="$lib" "$out/semantics" >/dev/null 2>"$out/semantics.err" || st=$?
-    if [ $st -eq 0 ]; then
-        ok=$((ok + 1))
-    else
-        # 124: killed by the time limit (a hang); above 128: died of signal
-        # status - 128. The log's last "ok" names the case before the one
-        # that failed; it is kept for the next look.
-        cp "$out/semantics.err" "$out/semantics.fail.$i.err"
-        fail "semantics run $i (status $st)" "$out/semantics.err"
-    fi
-done
+# 3. Semantics. `semantics RUNS LOG LABEL [CASE...]` runs semantics.c RUNS
+# times (the CASEs only, if given) and counts the runs that passed in `ok`.
+# A failure says its status (124: killed by the time limit, a hang; above
+# 128: died of signal status - 128) and keeps its log, whose last "ok"
+# names the case before the one that failed.
+semantics() {
+    local runs=$1 log=$2 label=$3 i st
+    shift 3
+    ok=0
+    for i in $(seq 1 "$runs"); do
+        st=0
+        timeout 60 env LD_PRELOAD="$lib" "$out/semantics" "$@" >/dev/null 2>"$out/$log.err" || st=$?
+        if [ $st -eq 0 ]; then
+            ok=$((ok + 1))
+        else
+            cp "$out/$log.err" "$out/$log.fail.$i.err"
+            fail "$label run $i (status $st)" "$out/$log.err"
+        fi
+    done
+}
+semantics "$loops" semantics "semantics"
 echo "ok semantics.c: $ok of $loops runs ($(grep -c '^ok' "$out/semantics.err") cases each)"
 
 # 3b. The threads case alone, AS_SAFE_STRESS times (default 100), with
@@ -116,17 +122,7 @@ stress="${AS_SAFE_STRESS:-100}"
 spin() { while :; do :; done; }
 spin & spin1=$!
 spin & spin2=$!
-ok=0
-for i in $(seq 1 "$stress"); do
-    st=0
-    timeout 60 env LD_PRELOAD="$lib" "$out/semantics" threads >/dev/null 2>"$out/stress.err" || st=$?
-    if [ $st -eq 0 ]; then
-        ok=$((ok + 1))
-    else
-        cp "$out/stress.err" "$out/stress.fail.$i.err"
-        fail "semantics.c threads, loaded, run $i (status $st)" "$out/stress.err"
-    fi
-done
+semantics "$stress" stress "semantics.c threads, loaded," threads
 kill "$spin1" "$spin2"
 wait "$spin1" "$spin2" 2>/dev/null || true
 echo "ok semantics.c threads under load: $ok of $stress runs"
