@@ -10,26 +10,15 @@
 //! `mkdir` + `rmdir` pair (both on the blocking pool, each a park).
 
 use std::ffi::CString;
-use std::time::Instant;
 
 const N: usize = 20_000;
 
 /// ns per operation of `op` over `N` calls, in 7 batches: median, min, max.
 fn batches(mut op: impl FnMut()) -> (f64, f64, f64) {
-    for _ in 0..N / 10 {
-        op();
-    }
-    let mut v: Vec<f64> = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..N {
-                op();
-            }
-            t.elapsed().as_nanos() as f64 / N as f64
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    (v[3], v[0], v[6])
+    green_bench::micro::time_batches(N, |n| {
+        (0..n).for_each(|_| op());
+        n
+    })
 }
 
 /// The three measurements, where this runs.

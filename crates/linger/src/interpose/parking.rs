@@ -51,7 +51,7 @@ pub(crate) fn hook() -> Option<Hook> {
 #[inline]
 pub(crate) fn offload_hook() -> Option<Hook> {
     let h = hook()?;
-    (ts().defer.get() == 0 && !super::signals::in_program_handler()).then_some(h)
+    (!crate::in_critical() && !super::signals::in_program_handler()).then_some(h)
 }
 
 /// None outside any function (the wrappers' fast path: one thread-local
