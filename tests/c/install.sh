@@ -23,6 +23,17 @@ quiet() {
     "$@" >"$log" 2>&1 || { tail -n 25 "$log" | sed 's/^/    | /' >&2; die "$*"; }
 }
 
+# shows PATTERN CMD...: CMD's output has a line matching PATTERN. The output
+# is read whole first: in `CMD | grep -q` grep may exit at its match while
+# CMD still writes, and CMD's SIGPIPE then fails the pipeline (pipefail):
+# `ldd` did so once in a CI run, for a program that loaded the right copy.
+shows() {
+    local pattern="$1" out
+    shift
+    out="$("$@")"
+    grep -q "$pattern" <<<"$out"
+}
+
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml)"
 soname="liblinger.so.${version%%.*}"
 # The files land under DESTDIR, but everything in them names PREFIX.
@@ -40,7 +51,7 @@ quiet "$tmp/install.log" make --no-print-directory install DESTDIR="$dest" PREFI
 [ -f "$lib/liblinger.a" ] || die "no liblinger.a"
 cmp -s include/linger.h "$dest$prefix/include/linger.h" || die "include/linger.h not installed"
 grep -qx "prefix=$prefix" "$lib/pkgconfig/linger.pc" || die "linger.pc does not say prefix=$prefix"
-readelf -d "$lib/liblinger.so.$version" | grep -q "Library soname: \[$soname\]" ||
+shows "Library soname: \[$soname\]" readelf -d "$lib/liblinger.so.$version" ||
     die "liblinger.so.$version has no soname $soname"
 echo "ok install: files, links, soname $soname"
 
@@ -55,8 +66,8 @@ cflags=(-Wall -Wextra -Werror -O2)
 # shellcheck disable=SC2046 # pkg-config's output is meant to be split
 quiet "$tmp/shared.build.log" "$CC" "${cflags[@]}" examples/c/basic.c \
     $(flags --cflags --libs) -Wl,-rpath,"$lib" -o "$tmp/basic"
-readelf -d "$tmp/basic" | grep -q "(NEEDED).*\[$soname\]" || die "the program does not need $soname"
-ldd "$tmp/basic" | grep -q "$soname => $lib/$soname" || die "the program does not load $lib/$soname"
+shows "(NEEDED).*\[$soname\]" readelf -d "$tmp/basic" || die "the program does not need $soname"
+shows "$soname => $lib/$soname" ldd "$tmp/basic" || die "the program does not load $lib/$soname"
 quiet "$tmp/shared.log" timeout 60 "$tmp/basic"
 echo "ok install: examples/c/basic.c with pkg-config --cflags --libs linger"
 
@@ -66,7 +77,7 @@ echo "ok install: examples/c/basic.c with pkg-config --cflags --libs linger"
 # shellcheck disable=SC2046
 quiet "$tmp/static.build.log" "$CC" "${cflags[@]}" examples/c/basic.c \
     $(flags --static --cflags --libs | sed 's/-llinger\b/-l:liblinger.a/') -o "$tmp/basic.static"
-if readelf -d "$tmp/basic.static" | grep -q "(NEEDED).*liblinger"; then die "the static program needs liblinger.so"; fi
+if shows "(NEEDED).*liblinger" readelf -d "$tmp/basic.static"; then die "the static program needs liblinger.so"; fi
 quiet "$tmp/static.log" timeout 60 "$tmp/basic.static"
 echo "ok install: examples/c/basic.c with pkg-config --static against liblinger.a"
 
@@ -75,13 +86,13 @@ echo "ok install: examples/c/basic.c with pkg-config --static against liblinger.
 tsoname="libturquoise.so.${version%%.*}"
 [ "$(readlink "$lib/$tsoname")" = "libturquoise.so.$version" ] || die "$tsoname is not a link to libturquoise.so.$version"
 cmp -s include/turquoise.h "$dest$prefix/include/turquoise.h" || die "include/turquoise.h not installed"
-readelf -d "$lib/libturquoise.so.$version" | grep -q "Library soname: \[$tsoname\]" ||
+shows "Library soname: \[$tsoname\]" readelf -d "$lib/libturquoise.so.$version" ||
     die "libturquoise.so.$version has no soname $tsoname"
 tflags() { pkg-config --define-prefix "$@" turquoise; }
 # shellcheck disable=SC2046
 quiet "$tmp/green.build.log" "$CC" "${cflags[@]}" examples/c/green.c \
     $(tflags --cflags --libs) -Wl,-rpath,"$lib" -o "$tmp/green"
-ldd "$tmp/green" | grep -q "$tsoname => $lib/$tsoname" || die "the program does not load $lib/$tsoname"
+shows "$tsoname => $lib/$tsoname" ldd "$tmp/green" || die "the program does not load $lib/$tsoname"
 quiet "$tmp/green.log" timeout 60 "$tmp/green"
 # shellcheck disable=SC2046
 quiet "$tmp/green.static.build.log" "$CC" "${cflags[@]}" examples/c/green.c \
