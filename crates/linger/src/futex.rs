@@ -327,12 +327,12 @@ fn at_futex_wait(table: &Table, uc: &libc::ucontext_t) -> bool {
 /// armed on its chain, so one it holds is dead), `None` if the usual
 /// deferral applies. `[lo, hi)` is its stack and `entry` its entry frame.
 /// Called from the preemption handler. Async-signal-safe.
-pub(crate) fn judge(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize) -> Option<bool> {
+pub(crate) fn judge(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize, through_std: bool) -> Option<bool> {
     if !at_futex_wait(table, uc) {
         return None;
     }
     let code = CODE.get()?;
-    let (at, trapped) = crate::unwind::deferred_call(table, uc, lo, hi, entry, &code.internal)?;
+    let (at, trapped) = crate::unwind::deferred_call(table, uc, lo, hi, entry, &code.internal, through_std)?;
     in_entry(code, at).then_some(!trapped)
 }
 

@@ -194,6 +194,7 @@ pub struct Builder {
     /// `Some(false)`: leave blocked calls alone (see `preempt_blocked`).
     preempt_blocked: Option<bool>,
     futex_stops: bool,
+    std_waits: bool,
     isolated: bool,
     no_libset: Exhausted,
     reuse_stack: bool,
@@ -283,6 +284,27 @@ impl Builder {
     /// object's waiter counts as they were).
     pub fn stop_in_futex_waits(mut self, yes: bool) -> Builder {
         self.futex_stops = yes;
+        self
+    }
+
+    /// Lets a deadline stop the function in the waits of Rust's std that
+    /// hold nothing while they wait, although std's code is deferred: a
+    /// `thread::park` or `park_timeout`, a blocked channel operation
+    /// (`std::sync::mpsc`), and (with [`stop_in_futex_waits`]) the
+    /// `pthread_join` under `std::thread::JoinHandle::join`. Resumed, the
+    /// function waits again.
+    ///
+    /// Only for a function that has its own `std::thread::current()`: std's
+    /// parker is a state word of the current `Thread`, which a function
+    /// sharing its thread's would share with its caller (a caller that parks
+    /// too would then see the function's half of the protocol). turquoise's
+    /// green threads have their own (their thread-local images hold std's
+    /// current-thread slots). Not memory-unsafe otherwise, but parks may
+    /// hang. See `docs/safety.md` ("Waits in Rust's std").
+    ///
+    /// [`stop_in_futex_waits`]: Builder::stop_in_futex_waits
+    pub fn stop_in_std_waits(mut self, yes: bool) -> Builder {
+        self.std_waits = yes;
         self
     }
 
@@ -403,6 +425,7 @@ impl Builder {
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
             futex_stops: self.futex_stops,
+            std_waits: self.std_waits,
             lease,
             reuse_stack: self.reuse_stack,
             park: self.park.clone(),

@@ -913,7 +913,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // for functions that asked (`Builder::stop_in_futex_waits`): stopped
         // there (`futex.rs`).
         if frame.futex_stops {
-            if let Some(release) = crate::futex::judge(&table, uc, lo, hi, entry) {
+            if let Some(release) = crate::futex::judge(&table, uc, lo, hi, entry, frame.std_waits) {
                 // Counted here: every Stop verdict is taken.
                 bump(&ts().stats.futex_stops);
                 return Verdict::Stop { release };
@@ -934,7 +934,17 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // The call chain from libc's system call wrapper up: every frame but
         // that first one must be clear (a scan would also read stale words
         // that the wrapper's own earlier calls left in its frame).
-        match Verdict::of(walk(&table, uc, lo, hi, entry, false)) {
+        let chain = walk(&table, uc, lo, hi, entry, false);
+        // Exception: a futex wait under std's parking or channel code, for
+        // functions with a std thread of their own
+        // (`Builder::stop_in_std_waits`, `ranges::STD_WAITS`).
+        if frame.std_waits && matches!(chain, Chain::Deferred { .. }) {
+            if let Some(trapped) = crate::unwind::std_wait(&table, uc, lo, hi, entry) {
+                bump(&ts().stats.futex_stops);
+                return Verdict::Stop { release: !trapped };
+            }
+        }
+        match Verdict::of(chain) {
             Some(v) => return v,
             None => b,
         }

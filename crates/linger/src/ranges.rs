@@ -46,6 +46,13 @@ pub(crate) struct Table {
     /// Sorted, merged code of deferred functions inlined into others
     /// (`inlined.rs`): deferred, but with no frame of their own to trap.
     inlined: Vec<Range>,
+    /// Sorted, merged code of std's deferred functions that hold nothing
+    /// while they wait ([`STD_WAITS`]): a subset of `deferred`.
+    std_waits: Vec<Range>,
+    /// Like `inlined`, for the deferred functions that are not among
+    /// [`STD_WAITS`]: where `inlined` holds only std's waits, a frame is
+    /// inside one of them.
+    inlined_not_waits: Vec<Range>,
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
@@ -373,6 +380,15 @@ impl Table {
     #[inline]
     pub(crate) fn in_inlined(&self, at: usize) -> bool {
         contains(&self.inlined, at)
+    }
+
+    /// True if `at` lies in one of std's deferred functions that hold
+    /// nothing while they wait ([`STD_WAITS`]), or in code of the program's
+    /// where only such functions are inlined (`rx.recv()` inlined into the
+    /// program's function). Async-signal-safe.
+    #[inline]
+    pub(crate) fn in_std_wait(&self, at: usize) -> bool {
+        contains(&self.std_waits, at) || (!contains(&self.deferred, at) && contains(&self.inlined, at) && !contains(&self.inlined_not_waits, at))
     }
 
 }
@@ -749,6 +765,52 @@ const STD: &[(&str, Verdict)] = &[
     ("std::sys::process::unix::unix::Process::try_wait", Preempt),
 ];
 
+/// Deferred parts of `std` that hold nothing while they wait: a deadline
+/// may stop a function blocked in a futex wait under them, when the
+/// function has its own `std::thread::current()` (`Builder::stop_in_std_waits`;
+/// turquoise's green threads). Read in the std of the toolchain this is built
+/// with (1.95); `docs/safety.md` ("Waits in Rust's std") gives the argument
+/// for each.
+/// - the parker (`thread::park`, `Thread::park`, `park_timeout`): one state
+///   word of the *current* `Thread`; with a `Thread` of its own, no other
+///   function of the OS thread parks or unparks through it by accident;
+/// - channels (`mpmc`, `mpsc`): a blocked operation registers its `Context`
+///   (the function's own, from its own thread-local) under the channel's
+///   waker lock, releases the lock, then parks; the waker lock is only held
+///   for short sections that never park;
+/// - `Once::wait` (`OnceLock::wait`): waits for another thread's
+///   initialiser to complete, and runs none (`Once::call`, which may run
+///   the program's initialiser under it, is not here);
+/// - `JoinHandle::join`'s layers above `pthread_join` (for the futex rule of
+///   `futex.rs`, whose entry points include `pthread_join`): they call it and
+///   then read the joined thread's result.
+const STD_WAITS: &[&str] = &[
+    "std::thread::functions::park",
+    "std::thread::thread::Thread::park",
+    "std::sys::sync::thread_parking::",
+    "std::sys::pal::unix::thread_parking",
+    "std::sync::mpmc::",
+    "std::sync::mpsc::",
+    "std::sys::sync::once::futex::Once::wait",
+    "std::thread::lifecycle::JoinInner",
+    "std::sys::thread::unix::Thread::join",
+];
+
+/// Is the (demangled) symbol `name` one of [`STD_WAITS`]? Only asked of
+/// symbols that are deferred: true when every part of std that makes it
+/// deferred (its own path, or a type argument's, as in
+/// `LocalKey<Cell<Option<mpmc::context::Context>>>::try_with`) is one.
+fn symbol_is_std_wait(name: &str) -> bool {
+    let is_wait = |p: &str| STD_WAITS.iter().any(|w| p.starts_with(w));
+    let (lead, at) = self_path(name);
+    let mut reasons = std_paths(name)
+        .filter(|&(i, p)| i != at && std_verdict(p) == Defer)
+        .map(|(_, p)| p)
+        .chain((lead.starts_with("std::") && std_verdict(&lead) == Defer).then_some(&*lead))
+        .peekable();
+    reasons.peek().is_some() && reasons.all(is_wait)
+}
+
 /// The verdict of the longest [`STD`] prefix of `path`.
 fn std_verdict(path: &str) -> Verdict {
     longest_prefix(STD.iter().copied(), path).unwrap_or(Preempt)
@@ -797,11 +859,12 @@ fn std_paths(name: &str) -> impl Iterator<Item = (usize, &str)> {
 /// Also for the shared object linger itself is linked into (liblinger.so,
 /// libturquoise.so), whose Rust code (std, and what libraries built on
 /// linger name with `defer_paths`) is judged by symbol as the executable's.
-fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> (Vec<Range>, Vec<Range>) {
-    let Some(data) = MappedFile::open(path) else { return (Vec::new(), Vec::new()) };
-    let Ok(file) = object::File::parse(data.bytes()) else { return (Vec::new(), Vec::new()) };
+fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdict)]) -> SymbolRangeSets {
+    let Some(data) = MappedFile::open(path) else { return SymbolRangeSets::default() };
+    let Ok(file) = object::File::parse(data.bytes()) else { return SymbolRangeSets::default() };
     let mut out = Vec::new();
-    let scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
+    let mut waits = Vec::new();
+    let mut scan = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>, out: &mut Vec<Range>| {
         for s in syms {
             if s.kind() != SymbolKind::Text || s.size() == 0 || !s.is_definition() {
                 continue;
@@ -814,6 +877,9 @@ fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdic
             if symbol_must_defer_with(&name, cfg, rules) {
                 let a = bias + s.address() as usize;
                 out.push((a, a + s.size() as usize));
+                if symbol_is_std_wait(&name) {
+                    waits.push((a, a + s.size() as usize));
+                }
             }
         }
     };
@@ -825,12 +891,26 @@ fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdic
     // info costs tens of milliseconds in a large binary, and std's deferred
     // parts hold their state in functions that stay out of line (see
     // docs/safety.md, "Rust's std").
-    let inlined = if rules.is_empty() {
-        Vec::new()
+    let (inlined, inlined_not_waits) = if rules.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
-        crate::inlined::deferred_ranges(&file, bias, &mut |name| symbol_must_defer_with(name, cfg, rules))
+        (
+            crate::inlined::deferred_ranges(&file, bias, &mut |name| symbol_must_defer_with(name, cfg, rules)),
+            crate::inlined::deferred_ranges(&file, bias, &mut |name| {
+                symbol_must_defer_with(name, cfg, rules) && !symbol_is_std_wait(name)
+            }),
+        )
     };
-    (out, inlined)
+    SymbolRangeSets { deferred: out, inlined, std_waits: waits, inlined_not_waits }
+}
+
+/// What [`symbol_ranges`] finds in one object's symbols.
+#[derive(Default)]
+struct SymbolRangeSets {
+    deferred: Vec<Range>,
+    inlined: Vec<Range>,
+    std_waits: Vec<Range>,
+    inlined_not_waits: Vec<Range>,
 }
 
 /// A file mapped read-only, for [`symbol_ranges`]: not read into a
@@ -875,7 +955,7 @@ impl Drop for MappedFile {
     }
 }
 
-type SymbolRanges = std::sync::Arc<(Vec<Range>, Vec<Range>)>;
+type SymbolRanges = std::sync::Arc<SymbolRangeSets>;
 
 /// [`symbol_ranges`] of the executable (`main`) or of linger's own shared
 /// object, read once: the files never change, and reading and demangling
@@ -910,6 +990,8 @@ fn build(cfg: &Config, generation: u64) -> Table {
     let mut unwind = Vec::new();
     let mut loader = Vec::new();
     let mut inlined = Vec::new();
+    let mut std_waits = Vec::new();
+    let mut inlined_not_waits = Vec::new();
     for o in loaded_objects(&isolation) {
         if o.name.contains("/ld-linux") || o.name.contains("/ld64.so") {
             loader.extend(o.exec.iter().copied());
@@ -926,8 +1008,10 @@ fn build(cfg: &Config, generation: u64) -> Table {
             // stopped inside tokio with a driver lock held, and its worker
             // hung on it.
             let ranges = cached_symbol_ranges(if o.is_main { "/proc/self/exe" } else { &o.name }, o.is_main, o.bias, cfg);
-            deferred.extend(ranges.0.iter().copied());
-            inlined.extend(ranges.1.iter().copied());
+            deferred.extend(ranges.deferred.iter().copied());
+            inlined.extend(ranges.inlined.iter().copied());
+            std_waits.extend(ranges.std_waits.iter().copied());
+            inlined_not_waits.extend(ranges.inlined_not_waits.iter().copied());
             continue;
         }
         // A libset's copy of an isolated library: its state is the
@@ -954,7 +1038,16 @@ fn build(cfg: &Config, generation: u64) -> Table {
         deferred.push(extent.unwrap_or((f, f + 64)));
     }
     GOTCHA_GENERATION.store(gotcha_generation, Ordering::Release);
-    Table { generation, deferred: merge(deferred), known: merge(known), unwind, loader: merge(loader), inlined: merge(inlined) }
+    Table {
+        generation,
+        deferred: merge(deferred),
+        known: merge(known),
+        unwind,
+        loader: merge(loader),
+        inlined: merge(inlined),
+        std_waits: merge(std_waits),
+        inlined_not_waits: merge(inlined_not_waits),
+    }
 }
 
 #[cfg(test)]
@@ -982,6 +1075,42 @@ mod tests {
         assert!(!d("<tokio::time::timeout::Timeout<T> as core::future::future::Future>::poll"));
         assert!(!d("myapp::serve::<tokio::runtime::handle::Handle>"));
         assert!(!d("core::ptr::drop_in_place<tokio::runtime::task::join::JoinHandle<u8>>"));
+    }
+
+    /// std's waits that hold nothing (`STD_WAITS`), as their symbols appear
+    /// in a test binary built with this toolchain; and deferred std code
+    /// that is not one of them, which a wait under it keeps deferred.
+    #[test]
+    fn std_waits_are_the_parker_channels_and_join() {
+        let waits = [
+            "<std::thread::thread::Thread>::park",
+            "<std::thread::thread::Thread>::park_timeout",
+            "std::thread::functions::park_timeout",
+            "<std::sys::sync::thread_parking::futex::Parker>::park",
+            "<std::sync::mpmc::list::Channel<u8>>::recv",
+            "<std::sync::mpmc::context::Context>::with::<<std::sync::mpmc::list::Channel<u8>>::recv::{closure#1}, ()>::{closure#2}",
+            "<std::sync::mpmc::waker::SyncWaker>::register",
+            "<std::sync::mpmc::zero::Channel<T>>::send",
+            "<std::thread::local::LocalKey<core::cell::Cell<core::option::Option<std::sync::mpmc::context::Context>>>>::with",
+            "<std::sys::thread::unix::Thread>::join",
+            "<std::sys::sync::once::futex::Once>::wait",
+        ];
+        for n in waits {
+            assert!(symbol_must_defer(n, &Config::default()), "{n} is not deferred");
+            assert!(symbol_is_std_wait(n), "{n} is not a std wait");
+        }
+        let not_waits = [
+            "<std::sys::sync::once::futex::Once>::call",
+            "std::thread::current::init_current",
+            "std::io::stdio::_print",
+            "<std::sync::reentrant_lock::ReentrantLock<T>>::lock",
+            "<std::sys::thread_local::native::lazy::Storage<T,D>>::initialize",
+            // A std wait's type beside a part that is not one.
+            "<std::io::stdio::StdoutLock as core::convert::From<std::sync::mpmc::Sender<u8>>>::from",
+        ];
+        for n in not_waits {
+            assert!(!symbol_is_std_wait(n), "{n} taken for a std wait");
+        }
     }
 
     /// Demangled names as they appear in a test binary: std's own symbols
@@ -1079,7 +1208,7 @@ mod tests {
         assert_eq!(exe.bytes(), &std::fs::read("/proc/self/exe").unwrap()[..]);
         assert!(MappedFile::open("/nonexistent/file").is_none());
         let main = loaded_objects(&gotcha::code()).into_iter().find(|o| o.is_main).unwrap();
-        let (deferred, _) = symbol_ranges("/proc/self/exe", main.bias, &Config::default(), &[]);
+        let deferred = symbol_ranges("/proc/self/exe", main.bias, &Config::default(), &[]).deferred;
         let deferred = merge(deferred);
         let std_env = std::env::current_dir as fn() -> std::io::Result<std::path::PathBuf> as usize;
         let own = symbol_ranges_of_the_mapped_executable as fn() as usize;

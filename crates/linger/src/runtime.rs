@@ -240,6 +240,7 @@ pub(crate) struct LaunchOptions {
     pub hold_signals: bool,
     pub preempt_blocked: bool,
     pub futex_stops: bool,
+    pub std_waits: bool,
     /// Its own libset, leased for its life (see `gotcha`).
     pub lease: Option<gotcha::Lease>,
     pub reuse_stack: bool,
@@ -392,6 +393,7 @@ impl<T> Inner<T> {
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
                 futex_stops: opts.futex_stops,
+                std_waits: opts.std_waits,
                 yield_flag: Cell::new(ptr::null()),
                 yield_every: Cell::new(0),
                 stopped_sp: Cell::new(0),

@@ -145,6 +145,10 @@ pub(crate) struct Frame {
     /// A deadline may stop it in a futex wait inside libc's synchronisation
     /// functions (see `Builder::stop_in_futex_waits`, `futex.rs`).
     pub futex_stops: bool,
+    /// A deadline may stop it in a futex wait under std's parking and
+    /// channel code, and in `pthread_join` under std's `JoinHandle::join`
+    /// (see `Builder::stop_in_std_waits`).
+    pub std_waits: bool,
     /// While resumed cooperatively ([`crate::resume_contained_cooperative`]):
     /// the counter its deadlines bump instead of stopping it (null
     /// otherwise), and the period they come at, in ns.

@@ -407,15 +407,75 @@ trait Observe {
     /// the tables describe) without losing its way.
     #[inline(always)]
     fn complete(&mut self) {}
+    /// May the walk go on through a frame at `at` that has deferred code
+    /// inlined into it (which it otherwise reports as deferred with no
+    /// trap to set)? The frame then counts as deferred.
+    #[inline(always)]
+    fn through_inlined(&self, _at: usize) -> bool {
+        false
+    }
 }
 
 impl Observe for () {}
+
+/// The shape [`std_wait`] looks for: every deferred frame is one of std's
+/// waits ([`Table::in_std_wait`]).
+struct StdWaits<'a> {
+    table: &'a Table,
+    /// A deferred frame that is not one of std's waits.
+    foreign: bool,
+    complete: bool,
+}
+
+impl Observe for StdWaits<'_> {
+    #[inline]
+    fn frame(&mut self, at: usize, deferred: bool) {
+        self.foreign |= deferred && !self.table.in_std_wait(at);
+    }
+    #[inline]
+    fn complete(&mut self) {
+        self.complete = true;
+    }
+    /// std's waits are reviewed with what the compiler inlines into them
+    /// (`Thread::park` holds the parker's and `futex_wait`'s code).
+    #[inline]
+    fn through_inlined(&self, at: usize) -> bool {
+        self.table.in_std_wait(at)
+    }
+}
+
+/// The function, blocked in the system call of an interposed wrapper (the
+/// interrupted frame, which the caller judged), waits under std's waits and
+/// nothing else deferred: every deferred frame of the chain lies in one of
+/// std's functions that hold nothing while they wait (`ranges::STD_WAITS`),
+/// and the walk read the whole chain. Returns whether a return trap is
+/// armed on it. For `Builder::stop_in_std_waits`, called from the
+/// preemption handler like [`walk`]. Async-signal-safe.
+pub(crate) fn std_wait(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, entry: usize) -> Option<bool> {
+    let u = ts().unwind_ctx.get() as *mut Unwinder;
+    if u.is_null() {
+        return None;
+    }
+    // SAFETY: as in `walk`: this thread's unwinder, from its handler.
+    let u = unsafe { &mut *u };
+    let mut shape = StdWaits { table, foreign: false, complete: false };
+    u.set_busy(true);
+    let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, false, false, None, &mut shape);
+    u.set_busy(false);
+    match chain {
+        Chain::Deferred { trapped, .. } if shape.complete && !shape.foreign => Some(trapped),
+        _ => None,
+    }
+}
 
 /// The shape [`deferred_call`] looks for: one run of deferred frames from
 /// the interrupted one up, then only the function's own.
 struct OneCall<'a> {
     /// Code the run must not pass through.
     avoid: &'a [(usize, usize)],
+    /// Frames of std's waits count as the function's own
+    /// (`Builder::stop_in_std_waits`): `JoinHandle::join` over `pthread_join`.
+    through_std: Option<&'a Table>,
     /// A frame of the run is in `avoid`.
     avoided: bool,
     /// Code address in the outermost frame of the first run.
@@ -431,6 +491,7 @@ struct OneCall<'a> {
 impl Observe for OneCall<'_> {
     #[inline]
     fn frame(&mut self, at: usize, deferred: bool) {
+        let deferred = deferred && !self.through_std.is_some_and(|t| t.in_std_wait(at));
         if !deferred {
             self.closed = true;
         } else if self.closed {
@@ -464,6 +525,7 @@ pub(crate) fn deferred_call(
     hi: usize,
     entry: usize,
     avoid: &[(usize, usize)],
+    through_std: bool,
 ) -> Option<(usize, bool)> {
     let u = ts().unwind_ctx.get() as *mut Unwinder;
     if u.is_null() {
@@ -471,7 +533,8 @@ pub(crate) fn deferred_call(
     }
     // SAFETY: as in `walk`: this thread's unwinder, from its handler.
     let u = unsafe { &mut *u };
-    let mut shape = OneCall { avoid, avoided: false, outer: 0, closed: false, broken: false, complete: false };
+    let through_std = through_std.then_some(table);
+    let mut shape = OneCall { avoid, through_std, avoided: false, outer: 0, closed: false, broken: false, complete: false };
     u.set_busy(true);
     let chain = walk_regs(table, u, regs_from(uc), lo, hi, entry, true, false, None, &mut shape);
     u.set_busy(false);
@@ -636,7 +699,8 @@ fn walk_regs<O: Observe>(
         // A return address points after its call: look up the call itself.
         let Some(at) = (if first { Some(pc) } else { pc.checked_sub(1) }) else { return lost(any_deferred) };
         let (inlined, step) = u.step(table, at);
-        if inlined {
+        let through = inlined && obs.through_inlined(at);
+        if inlined && !through {
             // Inside a deferred function that was inlined into this frame's
             // (`inlined.rs`): no frame of its own to trap at its return, and
             // a trap at this frame's return may come much later or never.
@@ -651,7 +715,7 @@ fn walk_regs<O: Observe>(
             Step::Outermost => break,
             Step::Unknown { deferred } => return lost(any_deferred || if first { first_deferred } else { deferred }),
         };
-        let deferred = if first { first_deferred } else { deferred };
+        let deferred = through || if first { first_deferred } else { deferred };
         obs.frame(at, deferred);
         let Some(cfa) = regs[cfa_reg as usize].checked_add_signed(cfa_off) else { return lost(any_deferred || deferred) };
         if let Some(r) = reads.as_deref_mut() {

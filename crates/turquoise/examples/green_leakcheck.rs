@@ -1,5 +1,6 @@
 //! Green threads under valgrind (`make test-valgrind`): echo over loopback
 //! with blocking `std::net` calls, sleeps, joins from green and OS threads,
+//! std `Thread`s of green threads' own (a `park_timeout`),
 //! panics, thread-locals with destructors, cancels of parked threads, and a
 //! runtime shut down with threads parked in I/O and sleeping. Nothing may be
 //! definitely lost. Exits non-zero when a result is wrong.
@@ -50,6 +51,11 @@ fn main() {
                 Builder::new()
                     .spawn_on(rt.handle(), move || {
                         OWNED.with(|o| o.borrow_mut().extend(0..i)); // dropped at the thread's end
+                        // Its own std `Thread`, given back at its end (or
+                        // at its cancel, for the ones that panic below).
+                        if i % 2 == 0 {
+                            std::thread::park_timeout(Duration::from_micros(10));
+                        }
                         let mut s = TcpStream::connect(addr).expect("connect");
                         let msg = i.to_le_bytes();
                         s.write_all(&msg).expect("write");

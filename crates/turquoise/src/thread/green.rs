@@ -204,6 +204,16 @@ fn run_dtors(g: &GreenShared) {
     }
 }
 
+/// Gives back the std `Thread` the thread made for itself, if it has its
+/// own thread-locals (`tls::SwapSet::release_std_thread`). On its stack at
+/// its end, or on its home with its image installed when it is cancelled.
+fn release_std_thread(g: &GreenShared) {
+    if g.own_tls {
+        if let Some(set) = tls::swap_set() {
+            set.release_std_thread();
+        }
+    }
+}
 
 /// What only the home worker touches once the thread has started.
 struct Body<T> {
@@ -251,6 +261,9 @@ impl<T: Send> Record<T> {
         // cannot park (its blocking calls block the worker meanwhile).
         let how = l.cancel();
         run_dtors(&self.shared);
+        if set.is_some() && body.image.is_some() {
+            release_std_thread(&self.shared);
+        }
         if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
             set.swap(img);
         }
@@ -363,6 +376,7 @@ impl<T: Send + 'static> Green<T> {
         impl Drop for AtEnd {
             fn drop(&mut self) {
                 run_dtors(&self.0);
+                release_std_thread(&self.0);
             }
         }
         let body = move || {
@@ -372,7 +386,16 @@ impl<T: Send + 'static> Green<T> {
         // Its blocking calls park it (`park.rs`); a wait inside libc's
         // synchronisation functions (a pthread mutex held by another green
         // thread of its worker) is stopped at its slice like any code.
-        let mut b = linger::Builder::new().park_with(super::park::HOOK.clone()).stop_in_futex_waits(true);
+        // With its own thread-locals it has its own std `Thread` (its image
+        // holds std's current-thread slots), so std's parks and channel
+        // waits are stopped at its slice too (`Builder::stop_in_std_waits`).
+        // (The set is built under a `OnceLock` the worker also takes: not
+        // stopped half-way.)
+        let own_std_thread = own_tls && linger::critical(|| tls::swap_set().is_some());
+        let mut b = linger::Builder::new()
+            .park_with(super::park::HOOK.clone())
+            .stop_in_futex_waits(true)
+            .stop_in_std_waits(own_std_thread);
         if let Some(s) = stack_size {
             b = b.stack_size(s);
         }

@@ -48,11 +48,12 @@ const WORKER_OWN: &[&str] = &[
     "futures_util::",
     "futures_channel::",
     // std's per-OS-thread machinery: the destructor list and its guard,
-    // the stack-overflow guard, the OS thread's `Thread` and id (std's
-    // `thread::current()` stays the worker's; `turquoise::thread::current()`
-    // is the green identity), and the test harness's output capture.
+    // the stack-overflow guard, and the test harness's output capture.
+    // (std's current `Thread` and its id, `std::thread::current::CURRENT`
+    // and `ID`, are the green thread's own: `thread::current()`, `park` and
+    // std's channels then tell green threads apart, see
+    // [`SwapSet::release_std_thread`].)
     "std::sys::",
-    "std::thread::current::",
     "std::io::stdio::OUTPUT_CAPTURE",
 ];
 
@@ -62,6 +63,9 @@ pub(crate) struct SwapSet {
     ranges: Vec<(usize, usize)>,
     /// Their initial bytes (the `PT_TLS` template), packed.
     template: Box<[u8]>,
+    /// Where std's current-thread slot (`std::thread::current::CURRENT`, a
+    /// pointer-sized cell) lies in the TLS block, if found.
+    std_current: Option<usize>,
 }
 
 /// One green thread's values of the swap set, packed (or, while it runs,
@@ -117,6 +121,11 @@ fn build() -> Option<SwapSet> {
         return None;
     }
     let (memsz, init) = module_template()?;
+    let std_current = symbols
+        .iter()
+        .find(|s| s.name().is_ok_and(|n| path_of(n) == "std::thread::current::CURRENT") && s.size() == 8)
+        .map(|s| s.address() as usize)
+        .filter(|&o| o + 8 <= memsz);
     let mut ranges: Vec<(usize, usize)> = symbols
         .iter()
         .filter(|s| !s.name().map_or(true, worker_own))
@@ -136,7 +145,7 @@ fn build() -> Option<SwapSet> {
         template.extend((o..o + n).map(|i| init.get(i).copied().unwrap_or(0)));
     }
     drop(file);
-    Some(SwapSet { ranges: merged, template: template.into_boxed_slice() })
+    Some(SwapSet { ranges: merged, template: template.into_boxed_slice(), std_current })
 }
 
 /// The executable's TLS block size and its initialised part (`.tdata`).
@@ -196,6 +205,41 @@ impl SwapSet {
     /// A new green thread's image: the initial values.
     pub(crate) fn image(&self) -> Image {
         Image(self.template.clone())
+    }
+
+    /// Gives back the std `Thread` a green thread made for itself (a first
+    /// `std::thread::current()`, `park`, a blocked std channel operation):
+    /// std drops a thread's own only when its OS thread exits, through a
+    /// destructor of the OS thread's, which a green thread's end is not.
+    /// Called at the thread's end with its image installed, after its
+    /// thread-local destructors.
+    pub(crate) fn release_std_thread(&self) {
+        const NONE: usize = 0;
+        const DESTROYED: usize = 2; // std's markers: NONE 0, BUSY 1, DESTROYED 2
+        let (Some(off), base) = (self.std_current, block()) else { return };
+        if base.is_null() {
+            return;
+        }
+        // SAFETY: `base + off` is the pointer-sized slot inside this
+        // thread's TLS block (checked against `p_memsz` when found), which
+        // holds the green thread's value now (its image is installed).
+        let slot = unsafe { base.add(off) as *mut usize };
+        // SAFETY: as above; only this thread touches its block.
+        if unsafe { slot.read() } <= DESTROYED {
+            return; // never made, or being made: nothing is owned
+        }
+        // A second handle on the same `Thread` (std clones the slot's).
+        let t = std::thread::current();
+        // SAFETY: as above. From here the slot owns nothing: `current()`
+        // would make a new `Thread`, which nothing calls any more.
+        unsafe { slot.write(NONE) };
+        // SAFETY: the slot owned one counted reference of this `Thread`
+        // (std's invariant for `CURRENT`: set from `Thread::into_raw`,
+        // dropped with `Thread::from_raw` in `drop_current`), and it no
+        // longer does: the bitwise copy takes over that reference, and
+        // dropping both gives back the slot's and our clone's.
+        drop(unsafe { std::ptr::read(&t) });
+        drop(t);
     }
 
     /// Is `addr` one of the calling thread's swapped thread-locals (a green
