@@ -6,7 +6,9 @@
 //! CLOCK_MONOTONIC nanoseconds with a rate measured against the real clock
 //! (refined every time the timer is armed, which reads the real clock anyway)
 //! and a per-thread anchor no older than ~20 ms, so the estimate stays within
-//! a fraction of a microsecond of the real clock. Until the rate is known, or
+//! microseconds of the real clock (under 1 us on one host, 5-9 us on another,
+//! whose `CLOCK_MONOTONIC` runs slewed against the TSC or whose 12 ms
+//! calibration is noisier): far below any slice. Until the rate is known, or
 //! if the TSC is not trusted, the real clock is used.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,6 +113,8 @@ mod tests {
             };
             worst = worst.max(err);
         }
-        assert!(worst < 5_000, "TSC estimate off by {worst} ns");
+        // A wrong rate or a stale anchor is off by milliseconds; hosts differ
+        // by microseconds (5-9 us seen on one, under 1 us on another).
+        assert!(worst < 50_000, "TSC estimate off by {worst} ns");
     }
 }
