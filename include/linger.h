@@ -91,6 +91,10 @@ typedef struct linger_preemption_t {
   // The deadline first found the function in code that must not be
   // interrupted, and the stop waited for it to leave.
   bool deferred;
+  // It was stopped in a futex wait (of libc's synchronisation functions,
+  // `Builder::stop_in_futex_waits`, or of std's, `stop_in_std_waits`):
+  // it is still waiting, and waits again when resumed.
+  bool in_wait;
 } linger_preemption_t;
 
 // Counters of the calling thread, from `linger::stats()` in Rust or

@@ -148,14 +148,14 @@ pub(crate) fn unblock_on_this_thread(signo: i32) {
     }
 }
 
-fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64, deferred: bool) {
+fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64, deferred: bool, in_wait: bool) {
     bump(&ts.stats.preemptions);
     frame.overdue.set(false);
     let over = now.saturating_sub(frame.deadline.get());
     if over > ts.stats.worst_overrun_ns.get() {
         ts.stats.worst_overrun_ns.set(over);
     }
-    ts.last_preemption.set(Some(crate::stats::Preemption { overrun_ns: over, deferred }));
+    ts.last_preemption.set(Some(crate::stats::Preemption { overrun_ns: over, deferred, in_wait }));
 }
 
 /// Hands control from the running function back to its caller; returns when
@@ -320,7 +320,7 @@ fn take_pending(ts: &ThreadState, unwindable: bool, check: bool) -> Option<&'sta
         bump(&ts.stats.pauses);
         Suspend::Paused
     } else {
-        record_preemption(ts, f, now, true);
+        record_preemption(ts, f, now, true, false);
         bump(&ts.stats.deferred_preemptions);
         Suspend::Preempted
     };
@@ -1283,7 +1283,10 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             bump(&ts.stats.blocked_deadlines);
         } else {
             // SAFETY: valid ucontext (caller's contract).
+            // A stop in a futex wait (libc's or std's) is counted by `judge`.
+            let waits = ts.stats.futex_stops.get();
             let verdict = if stack_room(f) && !std::thread::panicking() { judge(f, unsafe { &*ucp }) } else { NOT_NOW };
+            let in_wait = ts.stats.futex_stops.get() != waits;
             if let Verdict::Stop { release } = verdict {
                 if release {
                     crate::return_trap::release(f);
@@ -1292,7 +1295,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 // stops the function elsewhere, in `pause`).
                 let deferred = f.retries.get() > 0;
                 f.retries.set(0);
-                record_preemption(ts, f, now, deferred);
+                record_preemption(ts, f, now, deferred, in_wait);
                 // Parked from here on, and with room to spare once resumed.
                 f.handler_uc.set(0);
                 ts.defer.set(0);

@@ -96,6 +96,10 @@ pub struct Preemption {
     /// The deadline first found the function in code that must not be
     /// interrupted, and the stop waited for it to leave.
     pub deferred: bool,
+    /// It was stopped in a futex wait (of libc's synchronisation functions,
+    /// `Builder::stop_in_futex_waits`, or of std's, `stop_in_std_waits`):
+    /// it is still waiting, and waits again when resumed.
+    pub in_wait: bool,
 }
 
 /// The calling thread's most recent preemption, if any: after a `resume`

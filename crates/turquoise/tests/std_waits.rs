@@ -313,3 +313,58 @@ fn std_thread_handles_outlive_their_green_threads() {
         drop(handles);
     });
 }
+
+/// `thread::dump` tells what a green thread in a std wait is doing: one
+/// stopped in a channel wait shows as runnable in a futex wait; one that
+/// holds its worker (waiting for a `OnceLock` an OS thread initialises,
+/// which std's `Once` does not let it be stopped in) shows so, from an OS
+/// thread's dump while the worker is held.
+#[test]
+fn dump_shows_std_waits_and_threads_holding_their_worker() {
+    use std::sync::OnceLock;
+    within(Duration::from_secs(120), "dump", || {
+        let rt = runtime(1, Duration::from_micros(200));
+        let handle = rt.handle().clone();
+        let of = |id: u64| thread::dump().into_iter().find(|t| t.id == id);
+        let seen = |id: u64, what: &str| {
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until {
+                if of(id).and_then(|t| t.waiting_on).is_some_and(|w| w.contains(what)) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            false
+        };
+        for _ in 0..5 {
+            // A receive an OS thread feeds once the dump has shown it.
+            let (tx, rx) = std::sync::mpsc::channel::<u64>();
+            let r = thread::Builder::new().spawn_on(&handle, move || rx.recv().unwrap()).unwrap();
+            let id = r.thread().id().as_u64().get();
+            assert!(seen(id, "futex wait"), "never shown in its futex wait: {:?}", of(id));
+            tx.send(5).unwrap();
+            assert_eq!(rt.block_on(r).unwrap(), 5);
+
+            // A wait for another thread's initialiser holds the worker.
+            let cell = Arc::new(OnceLock::<u64>::new());
+            let started = Arc::new(AtomicBool::new(false));
+            let (c, s) = (cell.clone(), started.clone());
+            let init = std::thread::spawn(move || {
+                *c.get_or_init(|| {
+                    s.store(true, Ordering::Release);
+                    std::thread::sleep(Duration::from_millis(150));
+                    9
+                })
+            });
+            while !started.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let c = cell.clone();
+            let w = thread::Builder::new().spawn_on(&handle, move || *c.get_or_init(|| 0)).unwrap();
+            let id = w.thread().id().as_u64().get();
+            assert!(seen(id, "holding its worker"), "never shown holding its worker: {:?}", of(id));
+            assert_eq!(rt.block_on(w).unwrap(), 9);
+            assert_eq!(init.join().unwrap(), 9);
+        }
+    });
+}

@@ -567,7 +567,7 @@ impl<T: Send + 'static> Future for Green<T> {
                     if let Some(w) = worker {
                         w.preempted();
                     }
-                    g.status.runnable();
+                    g.status.runnable(stop.is_some_and(|p| p.in_wait));
                     cx.waker().wake_by_ref();
                 } else if why != PARK || g.woken.load(Ordering::Acquire) {
                     // A yield (ours, or `linger::pause` called by the
@@ -578,7 +578,7 @@ impl<T: Send + 'static> Future for Green<T> {
                             w.yielded();
                         }
                     }
-                    g.status.runnable();
+                    g.status.runnable(false);
                     cx.waker().wake_by_ref();
                 }
                 Poll::Pending

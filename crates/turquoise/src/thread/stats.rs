@@ -226,17 +226,24 @@ impl Default for Status {
 }
 
 impl Status {
-    /// Switched in: returns the ticks it waited as runnable.
+    /// Switched in: returns the ticks it waited as runnable. The switch-in
+    /// time goes in `detail` (what the dump shows as "running for").
     pub(crate) fn running(&self) -> u64 {
+        let now = ticks();
         let since = self.since.swap(0, Ordering::Relaxed);
-        let waited = if since == 0 { 0 } else { ticks().saturating_sub(since) };
+        let waited = if since == 0 { 0 } else { now.saturating_sub(since) };
         self.counters.switched_in(waited);
+        self.detail.store(now, Ordering::Relaxed);
         self.state.store(RUNNING, Ordering::Relaxed);
         waited
     }
-    /// Stopped or yielded: runnable from now.
-    pub(crate) fn runnable(&self) {
+    /// Stopped or yielded: runnable from now. `in_wait`: stopped in a futex
+    /// wait, which it goes back to when resumed.
+    pub(crate) fn runnable(&self, in_wait: bool) {
         self.since.store(ticks(), Ordering::Relaxed);
+        if in_wait {
+            self.detail.store(IN_WAIT, Ordering::Relaxed);
+        }
         self.state.store(RUNNABLE, Ordering::Relaxed);
     }
     pub(crate) fn parking(&self, c: Cause, detail: u64) {
@@ -272,7 +279,10 @@ pub struct ThreadInfo {
     pub name: Option<String>,
     /// Where it is.
     pub state: State,
-    /// What it waits on, in words (a descriptor, a deadline, a thread).
+    /// What it waits on, in words: a descriptor, a deadline, a thread; a
+    /// futex wait it was stopped in (runnable: it waits again when resumed);
+    /// or, for a thread running 10 ms or more without a switch, that it holds
+    /// its worker (a wait it cannot be stopped in, or deferred code).
     pub waiting_on: Option<String>,
     /// The worker it runs on (None before it starts).
     pub worker: Option<usize>,
@@ -297,6 +307,15 @@ pub(crate) fn unregister(id: u64) {
 /// The detail of an I/O park whose call runs on the blocking pool.
 pub(crate) const OFFLOADED: u64 = u64::MAX;
 
+/// The detail of a runnable thread stopped in a futex wait.
+const IN_WAIT: u64 = u64::MAX;
+
+/// A thread that has run this long without a switch is shown as holding its
+/// worker: far past any slice, it waits where it cannot be stopped (a
+/// `Once` initialiser another thread runs, stdout's lock: "Waits in Rust's
+/// std" in `docs/safety.md`) or runs code linger defers.
+const HOLDING: Duration = Duration::from_millis(10);
+
 /// The green threads alive now, in the process (every runtime), by id.
 pub fn dump() -> Vec<ThreadInfo> {
     // In `critical`: a green thread stopped holding the lock would block
@@ -318,6 +337,15 @@ pub fn dump() -> Vec<ThreadInfo> {
                 }
                 State::Parked(Cause::Join) => Some(format!("thread {d}")),
                 State::Parked(_) => None,
+                State::Runnable if d == IN_WAIT => {
+                    Some("a futex wait (a lock, std's park or channel, a join), stopped at its slice".to_string())
+                }
+                State::Running => {
+                    let ran = ticks_to_duration(ticks().saturating_sub(d));
+                    (ran >= HOLDING).then(|| {
+                        format!("nothing it can be stopped in: holding its worker for {:.1} ms", ran.as_secs_f64() * 1e3)
+                    })
+                }
                 _ => None,
             };
             let w = s.worker.load(Ordering::Relaxed);
