@@ -24,11 +24,29 @@ use object::{Object, ObjectSection};
 
 type R<'a> = EndianSlice<'a, LittleEndian>;
 
-/// The ranges (biased by `bias`) of inlined instances of functions whose
-/// demangled name `defer` judges deferred. Nested instances inside a
-/// deferred one are covered by its ranges and not listed.
-pub(crate) fn deferred_ranges(file: &object::File<'_>, bias: usize, defer: &mut dyn FnMut(&str) -> bool) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
+/// How [`deferred_ranges`]'s caller judges a function, by its demangled name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Not deferred.
+    Free,
+    /// Deferred, and one of std's waits that hold nothing (`ranges::STD_WAITS`).
+    Wait,
+    /// Deferred, anything else.
+    Deferred,
+}
+
+/// The ranges (biased by `bias`) of inlined instances of the functions that
+/// `class` judges deferred (a `Wait` or `Deferred`), and, apart, of those it
+/// judges `Deferred`. In the first list nested instances inside a deferred
+/// one are covered by its ranges and not listed; in the second, instances
+/// nested in a `Wait` are (a wait's code with something else inlined into
+/// it). One pass over the debug information for both.
+pub(crate) fn deferred_ranges(
+    file: &object::File<'_>,
+    bias: usize,
+    class: &mut dyn FnMut(&str) -> Class,
+) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+    let mut out = (Vec::new(), Vec::new());
     if file.section_by_name(".debug_info").is_none() {
         return out;
     }
@@ -42,7 +60,7 @@ pub(crate) fn deferred_ranges(file: &object::File<'_>, bias: usize, defer: &mut 
     while let Ok(Some(header)) = units.next() {
         headers.push(header);
     }
-    let mut origins = Origins { dwarf: &dwarf, headers: &headers, verdicts: HashMap::new(), units: HashMap::new(), defer };
+    let mut origins = Origins { dwarf: &dwarf, headers: &headers, verdicts: HashMap::new(), units: HashMap::new(), class };
     for header in &headers {
         let Ok(unit) = dwarf.unit(*header) else { continue };
         unit_ranges(&dwarf, &unit, bias, &mut origins, &mut out);
@@ -61,17 +79,17 @@ pub(crate) fn deferred_ranges(file: &object::File<'_>, bias: usize, defer: &mut 
 struct Origins<'d, 'a, 'f> {
     dwarf: &'d gimli::Dwarf<R<'a>>,
     headers: &'d [gimli::UnitHeader<R<'a>>],
-    verdicts: HashMap<usize, bool>,
+    verdicts: HashMap<usize, Class>,
     /// Units other than the one being read, parsed once when an origin
     /// lies in them.
     units: HashMap<usize, gimli::Unit<R<'a>>>,
-    defer: &'f mut dyn FnMut(&str) -> bool,
+    class: &'f mut dyn FnMut(&str) -> Class,
 }
 
 impl<'a> Origins<'_, 'a, '_> {
-    /// Whether the function at `origin` (an offset in `.debug_info`) is
-    /// deferred; `here` is the unit being read, if the origin lies in it.
-    fn deferred(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> bool {
+    /// How the function at `origin` (an offset in `.debug_info`) is judged;
+    /// `here` is the unit being read, if the origin lies in it.
+    fn class(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> Class {
         if let Some(&v) = self.verdicts.get(&origin.0) {
             return v;
         }
@@ -80,7 +98,7 @@ impl<'a> Origins<'_, 'a, '_> {
         v
     }
 
-    fn judge(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> bool {
+    fn judge(&mut self, origin: gimli::DebugInfoOffset, here: &gimli::Unit<R<'a>>) -> Class {
         let raw = if let Some(at) = origin.to_unit_offset(&here.header) {
             linkage_name(self.dwarf, here, at)
         } else {
@@ -90,23 +108,23 @@ impl<'a> Origins<'_, 'a, '_> {
                 gimli::UnitSectionOffset::DebugTypesOffset(_) => usize::MAX,
             };
             let i = self.headers.partition_point(|h| start(h) <= origin.0);
-            let Some(header) = i.checked_sub(1).map(|i| self.headers[i]) else { return false };
-            let Some(at) = origin.to_unit_offset(&header) else { return false };
+            let Some(header) = i.checked_sub(1).map(|i| self.headers[i]) else { return Class::Free };
+            let Some(at) = origin.to_unit_offset(&header) else { return Class::Free };
             let unit = match self.units.entry(start(&header)) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => match self.dwarf.unit(header) {
                     Ok(u) => e.insert(u),
-                    Err(_) => return false,
+                    Err(_) => return Class::Free,
                 },
             };
             linkage_name(self.dwarf, unit, at)
         };
         match raw {
             Some(raw) => match rustc_demangle::try_demangle(&raw) {
-                Ok(d) => (self.defer)(&format!("{d:#}")),
-                Err(_) => (self.defer)(&raw),
+                Ok(d) => (self.class)(&format!("{d:#}")),
+                Err(_) => (self.class)(&raw),
             },
-            None => false,
+            None => Class::Free,
         }
     }
 }
@@ -116,18 +134,23 @@ fn unit_ranges<'a>(
     unit: &gimli::Unit<R<'a>>,
     bias: usize,
     origins: &mut Origins<'_, 'a, '_>,
-    out: &mut Vec<(usize, usize)>,
+    out: &mut (Vec<(usize, usize)>, Vec<(usize, usize)>),
 ) {
     let mut entries = unit.entries();
     let mut depth = 0isize;
-    // Depth of the deferred inlined instance we are inside of, if any.
+    // Depth of the deferred inlined instance we are inside of, if any (for
+    // the first list), and of the `Deferred` one (for the second).
     let mut inside: Option<isize> = None;
+    let mut inside_other: Option<isize> = None;
     while let Ok(Some((delta, e))) = entries.next_dfs() {
         depth += delta;
         if inside.is_some_and(|d| depth <= d) {
             inside = None;
         }
-        if inside.is_some() || e.tag() != gimli::DW_TAG_inlined_subroutine {
+        if inside_other.is_some_and(|d| depth <= d) {
+            inside_other = None;
+        }
+        if inside_other.is_some() || e.tag() != gimli::DW_TAG_inlined_subroutine {
             continue;
         }
         let origin = match e.attr_value(gimli::DW_AT_abstract_origin) {
@@ -136,14 +159,28 @@ fn unit_ranges<'a>(
             _ => None,
         };
         let Some(origin) = origin else { continue };
-        if !origins.deferred(origin, unit) {
+        let class = origins.class(origin, unit);
+        let first = inside.is_none() && class != Class::Free;
+        let second = class == Class::Deferred;
+        if first {
+            inside = Some(depth);
+        }
+        if second {
+            inside_other = Some(depth);
+        }
+        if !first && !second {
             continue;
         }
-        inside = Some(depth);
         let Ok(mut ranges) = dwarf.die_ranges(unit, e) else { continue };
         while let Ok(Some(r)) = ranges.next() {
             if r.begin < r.end {
-                out.push((bias + r.begin as usize, bias + r.end as usize));
+                let r = (bias + r.begin as usize, bias + r.end as usize);
+                if first {
+                    out.0.push(r);
+                }
+                if second {
+                    out.1.push(r);
+                }
             }
         }
     }

@@ -894,12 +894,12 @@ fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdic
     let (inlined, inlined_not_waits) = if rules.is_empty() {
         (Vec::new(), Vec::new())
     } else {
-        (
-            crate::inlined::deferred_ranges(&file, bias, &mut |name| symbol_must_defer_with(name, cfg, rules)),
-            crate::inlined::deferred_ranges(&file, bias, &mut |name| {
-                symbol_must_defer_with(name, cfg, rules) && !symbol_is_std_wait(name)
-            }),
-        )
+        use crate::inlined::Class;
+        crate::inlined::deferred_ranges(&file, bias, &mut |name| match symbol_must_defer_with(name, cfg, rules) {
+            false => Class::Free,
+            true if symbol_is_std_wait(name) => Class::Wait,
+            true => Class::Deferred,
+        })
     };
     SymbolRangeSets { deferred: out, inlined, std_waits: waits, inlined_not_waits }
 }
