@@ -8,7 +8,8 @@
 //!   registered): the outer poll returns `Pending`;
 //! - the slice ran out in the middle of an inner poll: the outer poll wakes
 //!   its own task and returns `Pending`, so that the executor runs the other
-//!   runnable tasks before this one again (libturquoise's requeue);
+//!   runnable tasks before this one again (libturquoise's requeue); on
+//!   tokio, after its drivers' next turn too (`requeue_stopped`);
 //! - the loop returned: `Ready`.
 //!
 //! **Wakers.** The inner future never sees an outer `Context`: a poll
@@ -233,6 +234,30 @@ impl<T: Send + 'static> Preemptible<T> {
     }
 }
 
+/// Puts a task whose poll its slice stopped behind the other runnable tasks
+/// and, on tokio, behind the next turn of tokio's drivers (timers, I/O).
+///
+/// tokio turns its drivers only every `event_interval` (61) polls while
+/// tasks are runnable; each poll of a stopped task lasts a whole slice, so a
+/// plain wake-up left eight tasks spinning in 2 ms slices starving a 10 ms
+/// timer for 140-290 ms. `tokio::task::yield_now` puts the waker on the
+/// scheduler's defer list instead, which tokio wakes only after a driver
+/// turn, and turns the driver as soon as no other task is runnable: a timer
+/// or socket then waits about one round of the stopped tasks. Outside a
+/// tokio runtime its first poll wakes at once (executor-agnostic).
+/// turquoise's own workers keep the plain wake-up: their loop turns the
+/// drivers itself, and requeues stopped tasks on its own queues.
+fn requeue_stopped(cx: &mut Context<'_>) {
+    if crate::scheduler::current_worker().is_some() {
+        cx.waker().wake_by_ref();
+        return;
+    }
+    // Its first poll registers the wake-up and returns `Pending`; the rest
+    // of the future (the second poll) is not needed.
+    let mut y = std::pin::pin!(tokio::task::yield_now());
+    let _ = y.as_mut().poll(cx);
+}
+
 // The inner future lives on the function's own stack, never moved: the
 // outer future holds only handles to it.
 impl<T: Send + 'static> Unpin for Preemptible<T> {}
@@ -295,7 +320,7 @@ impl<T: Send + 'static> Future for Preemptible<T> {
                     if !this.home.as_ref().is_some_and(home::is_here) {
                         this.home = Some(home::here());
                     }
-                    cx.waker().wake_by_ref();
+                    requeue_stopped(cx);
                 } else if this.shared.woken.load(Ordering::Acquire) {
                     // A wake-up came while the last inner poll was under
                     // way, and it was stopped by the slice before it could
