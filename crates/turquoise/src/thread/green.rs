@@ -580,6 +580,11 @@ impl<T: Send + 'static> Future for Green<T> {
                     }
                     g.status.runnable(false);
                     cx.waker().wake_by_ref();
+                } else {
+                    // Parked, as `park` announced: shown so from now on
+                    // (a wake-up may already be on its way; the next
+                    // switch-in shows it running).
+                    g.status.parked();
                 }
                 Poll::Pending
             }

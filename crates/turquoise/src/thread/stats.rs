@@ -208,6 +208,10 @@ pub(crate) struct Status {
     /// 1 + the worker it started on (0 before).
     pub(crate) worker: AtomicUsize,
     pub(crate) counters: Counters,
+    /// The park the thread is about to make (cause, detail), published as
+    /// its state by the worker once the thread has switched out to it.
+    park_cause: AtomicU8,
+    park_detail: AtomicU64,
 }
 
 impl Default for Status {
@@ -221,6 +225,8 @@ impl Default for Status {
             }),
             worker: AtomicUsize::new(0),
             counters: Counters::default(),
+            park_cause: AtomicU8::new(0),
+            park_detail: AtomicU64::new(0),
         }
     }
 }
@@ -246,9 +252,21 @@ impl Status {
         }
         self.state.store(RUNNABLE, Ordering::Relaxed);
     }
+    /// The thread is about to park for `c` (`detail`: what it waits on).
+    /// Not its state yet: the thread still runs, and a slice may end before
+    /// it switches out (its worker would then mark it runnable, then
+    /// running, over a parked state set here: the dump showed such threads
+    /// running for good while they waited). [`parked`](Self::parked)
+    /// publishes it once the switch is made.
     pub(crate) fn parking(&self, c: Cause, detail: u64) {
-        self.detail.store(detail, Ordering::Relaxed);
-        self.state.store(PARKED + c as u8, Ordering::Relaxed);
+        self.park_detail.store(detail, Ordering::Relaxed);
+        self.park_cause.store(c as u8, Ordering::Relaxed);
+    }
+    /// Switched out to the park announced by [`parking`](Self::parking):
+    /// called by the worker, after the thread's switch.
+    pub(crate) fn parked(&self) {
+        self.detail.store(self.park_detail.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.state.store(PARKED + self.park_cause.load(Ordering::Relaxed), Ordering::Relaxed);
     }
     /// Woken from a park: runnable from now (the first wake counts).
     pub(crate) fn woken(&self) {
