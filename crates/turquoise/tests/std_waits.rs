@@ -368,3 +368,31 @@ fn dump_shows_std_waits_and_threads_holding_their_worker() {
         }
     });
 }
+
+/// `OnceLock::wait` for an initialiser an OS thread runs: stopped at its
+/// slice (it runs no initialiser itself), unlike `get_or_init`, which holds
+/// its worker (`dump_shows_std_waits_and_threads_holding_their_worker`).
+#[test]
+fn once_lock_wait_leaves_the_worker_to_the_others() {
+    use std::sync::OnceLock;
+    within(Duration::from_secs(120), "OnceLock::wait", || {
+        for _ in 0..3 {
+            let cell = Arc::new(OnceLock::<u64>::new());
+            let c = cell.clone();
+            let (ticks, took) = ticks_during(move || {
+                let init = {
+                    let c = c.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(200));
+                        c.set(3).unwrap();
+                    })
+                };
+                assert_eq!(*c.wait(), 3);
+                init.join().unwrap();
+            });
+            assert_eq!(cell.get(), Some(&3));
+            assert!(took >= Duration::from_millis(150));
+            assert!(ticks >= 20, "the ticker ran {ticks} times in {took:?}: OnceLock::wait held the worker");
+        }
+    });
+}
