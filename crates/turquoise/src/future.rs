@@ -104,6 +104,9 @@ pub struct Preemptible<T: Send + 'static> {
     home: Option<Arc<Home>>,
     /// Outer polls misplaced in a row.
     misses: u32,
+    /// The last stop's wake-up was deferred by tokio's scheduler: the next
+    /// poll only goes to the back of the queue (see [`requeue_stopped`]).
+    bounce: bool,
     /// The loop is stopped at its own `pause()` (or has not started): the
     /// inner future is waiting, and the loop may resume on any thread.
     rest: bool,
@@ -116,7 +119,11 @@ pub struct Preemptible<T: Send + 'static> {
 /// for at most `slice` (rounded up to linger's minimum, tens of
 /// microseconds), then returns `Pending` after waking its own task, so that
 /// the executor runs its other tasks before resuming this one where it
-/// stopped. Works on any executor.
+/// stopped (on a tokio runtime, after tokio's timers and I/O too). Works on
+/// any executor; but, as any tokio future that yields (`yield_now`, tokio's
+/// cooperative budget), not under another executor's `block_on` called from
+/// inside a task of a tokio runtime: its wake-up waits for that tokio
+/// worker's next turn of its drivers, which waits for the `block_on`.
 ///
 /// `fut` must be `Send + 'static`, as for `tokio::spawn`: a future that
 /// is dropped while stopped in the middle of a poll is reclaimed without
@@ -177,6 +184,7 @@ where
         slice,
         home: None,
         misses: 0,
+        bounce: false,
         rest: true,
         stats: PollStats::default(),
         last: None,
@@ -234,8 +242,26 @@ impl<T: Send + 'static> Preemptible<T> {
     }
 }
 
+/// The wake-up of a stopped poll as handed to tokio's scheduler: records
+/// whether it came at once (not deferred).
+struct Later {
+    fired: AtomicBool,
+    task: Waker,
+}
+
+impl Wake for Later {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::Relaxed);
+        self.task.wake_by_ref();
+    }
+}
+
 /// Puts a task whose poll its slice stopped behind the other runnable tasks
-/// and, on tokio, behind the next turn of tokio's drivers (timers, I/O).
+/// and, on tokio, behind the next turn of tokio's drivers (timers, I/O);
+/// true if the wake-up was deferred for that.
 ///
 /// tokio turns its drivers only every `event_interval` (61) polls while
 /// tasks are runnable; each poll of a stopped task lasts a whole slice, so a
@@ -244,18 +270,31 @@ impl<T: Send + 'static> Preemptible<T> {
 /// scheduler's defer list instead, which tokio wakes only after a driver
 /// turn, and turns the driver as soon as no other task is runnable: a timer
 /// or socket then waits about one round of the stopped tasks. Outside a
-/// tokio runtime its first poll wakes at once (executor-agnostic).
-/// turquoise's own workers keep the plain wake-up: their loop turns the
-/// drivers itself, and requeues stopped tasks on its own queues.
-fn requeue_stopped(cx: &mut Context<'_>) {
+/// tokio worker (another executor, `Handle::block_on`, `block_in_place`) its
+/// first poll wakes at once (executor-agnostic). turquoise's own workers
+/// keep the plain wake-up: their loop turns the drivers itself, and requeues
+/// stopped tasks on its own queues.
+///
+/// A deferred wake-up is not a yield to tokio's multi-thread scheduler: it
+/// comes from outside any poll, so the task goes to the worker's LIFO slot,
+/// ahead of the queued tasks. The poll after a deferred wake-up therefore
+/// only wakes its task again (a wake-up during its own poll is a yield:
+/// the back of the queue) and returns: without that, drivers turned at
+/// every poll (`event_interval(1)`) gave the worker to the same stopped
+/// task forever.
+fn requeue_stopped(cx: &mut Context<'_>) -> bool {
     if crate::scheduler::current_worker().is_some() {
         cx.waker().wake_by_ref();
-        return;
+        return false;
     }
-    // Its first poll registers the wake-up and returns `Pending`; the rest
-    // of the future (the second poll) is not needed.
+    let later = Arc::new(Later { fired: AtomicBool::new(false), task: cx.waker().clone() });
+    let waker = Waker::from(later.clone());
+    // Its first poll defers (or makes) the wake-up and returns `Pending`;
+    // the rest of the future (the second poll) is not needed. A deferred
+    // wake-up comes from this thread's scheduler, after this poll.
     let mut y = std::pin::pin!(tokio::task::yield_now());
-    let _ = y.as_mut().poll(cx);
+    let _ = y.as_mut().poll(&mut Context::from_waker(&waker));
+    !later.fired.load(Ordering::Relaxed)
 }
 
 // The inner future lives on the function's own stack, never moved: the
@@ -292,6 +331,12 @@ impl<T: Send + 'static> Future for Preemptible<T> {
             }
         }
         this.misses = 0;
+        if std::mem::take(&mut this.bounce) {
+            // Woken from tokio's deferred wake-ups, perhaps ahead of the
+            // queued tasks: behind them first (see `requeue_stopped`).
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         if let Err(e) = linger::resume(body, this.slice) {
             panic!("turquoise: cannot resume a preemptible future: {e}");
         }
@@ -320,7 +365,7 @@ impl<T: Send + 'static> Future for Preemptible<T> {
                     if !this.home.as_ref().is_some_and(home::is_here) {
                         this.home = Some(home::here());
                     }
-                    requeue_stopped(cx);
+                    this.bounce = requeue_stopped(cx);
                 } else if this.shared.woken.load(Ordering::Acquire) {
                     // A wake-up came while the last inner poll was under
                     // way, and it was stopped by the slice before it could

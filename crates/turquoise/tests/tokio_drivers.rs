@@ -35,9 +35,12 @@ async fn slices_between_ticks() -> u64 {
             Duration::from_millis(2),
         ));
         let polls = polls.clone();
+        // Slices, not polls: a poll after a deferred wake-up only requeues.
         spinners.push(tokio::spawn(poll_fn(move |cx| {
-            polls.fetch_add(1, Ordering::Relaxed);
-            p.as_mut().poll(cx)
+            let before = p.stats().preemptions;
+            let r = p.as_mut().poll(cx);
+            polls.fetch_add(p.stats().preemptions - before, Ordering::Relaxed);
+            r
         })));
     }
     let ticker = tokio::spawn({
@@ -78,12 +81,54 @@ fn current_thread_runtime_turns_its_drivers_between_stopped_polls() {
     }
 }
 
+fn multi_thread(event_interval: u32) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).event_interval(event_interval).enable_all().build().unwrap()
+}
+
 #[test]
 fn multi_thread_runtime_turns_its_drivers_between_stopped_polls() {
     for _ in 0..3 {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let rt = multi_thread(61);
         check(rt.block_on(async { tokio::spawn(slices_between_ticks()).await.unwrap() }), "multi-thread");
     }
+}
+
+/// Drivers turned at every poll: the deferred wake-up of a stopped task
+/// comes from outside any poll, which puts it in the worker's LIFO slot,
+/// ahead of every queued task; without going to the back first, the same
+/// spinner kept the worker forever and the others never ran.
+#[test]
+fn multi_thread_runtime_with_event_interval_1_shares_the_worker() {
+    for _ in 0..3 {
+        let rt = multi_thread(1);
+        let worst = common::within(std::time::Duration::from_secs(60), "event_interval(1)", move || {
+            rt.block_on(async { tokio::spawn(slices_between_ticks()).await.unwrap() })
+        });
+        check(worst, "multi-thread, event_interval(1)");
+    }
+}
+
+/// Inside `block_in_place` (and `Handle::block_on` there) tokio turns no
+/// driver of this worker until the closure returns: a stop's wake-up must
+/// not wait for one.
+#[test]
+fn a_preemptible_future_in_block_in_place_ends() {
+    let rt = multi_thread(61);
+    let n = common::within(std::time::Duration::from_secs(60), "block_in_place", move || {
+        rt.block_on(async {
+            tokio::spawn(async {
+                tokio::task::block_in_place(|| {
+                    let mut p = Box::pin(preemptible(async { common::spin(20_000_000) }, Duration::from_micros(200)));
+                    let v = tokio::runtime::Handle::current().block_on(poll_fn(|cx| p.as_mut().poll(cx)));
+                    assert_eq!(v, common::spin(20_000_000));
+                    p.stats().preemptions
+                })
+            })
+            .await
+            .unwrap()
+        })
+    });
+    assert!(n >= 2, "{n} preemptions: the future was not stopped, so this proves nothing");
 }
 
 /// Outside tokio (a plain executor), a stopped poll still wakes its task at
