@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use turquoise::thread::{self, Builder, Cause, State};
@@ -105,6 +107,49 @@ fn parked_threads_show_parked_on_what_they_wait_on() {
                 }
             }
             assert_eq!(read, 1200);
+        }
+    });
+}
+
+/// A parked thread that is woken while its worker is busy waits for the
+/// worker, not for what it parked on: listed as runnable (it was listed as
+/// parked until its switch-in).
+#[test]
+fn a_woken_thread_waiting_for_its_worker_is_runnable() {
+    let rt = runtime(1, Duration::from_micros(20));
+    within(Duration::from_secs(60), "woken thread", move || {
+        for round in 0..20 {
+            let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+            let waiter = Builder::new().spawn_on(rt.handle(), move || thread::block_on(rx).unwrap()).unwrap();
+            let id = waiter.thread().id().as_u64().get();
+            let state = |id: u64| thread::dump().into_iter().find(|t| t.id == id).map(|t| t.state);
+            while state(id) != Some(State::Parked(Cause::Future)) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            // The worker's only thread from now on: never stopped by its
+            // slice, it holds the worker until told to end.
+            let busy = Arc::new(AtomicBool::new(true));
+            let b = busy.clone();
+            let hog = Builder::new()
+                .preemptive(false)
+                .spawn_on(rt.handle(), move || {
+                    while b.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+                .unwrap();
+            let hog_id = hog.thread().id().as_u64().get();
+            while state(hog_id) != Some(State::Running) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            // The wake-up comes from this OS thread; the worker cannot run
+            // the waiter until the hog ends.
+            tx.send(round).unwrap();
+            let seen = state(id);
+            busy.store(false, Ordering::Relaxed);
+            assert_eq!(seen, Some(State::Runnable), "round {round}: woken, waiting for its worker");
+            assert_eq!(waiter.join().unwrap(), round);
+            hog.join().unwrap();
         }
     });
 }

@@ -73,8 +73,9 @@ impl Wake for GreenShared {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.status.woken();
         self.woken.store(true, Ordering::Release);
+        // After the flag: see `Status::parked`.
+        self.status.woken();
         self.outer.wake();
     }
 }
@@ -580,11 +581,11 @@ impl<T: Send + 'static> Future for Green<T> {
                     }
                     g.status.runnable(false);
                     cx.waker().wake_by_ref();
-                } else {
-                    // Parked, as `park` announced: shown so from now on
-                    // (a wake-up may already be on its way; the next
-                    // switch-in shows it running).
-                    g.status.parked();
+                } else if !g.status.parked(&g.woken) {
+                    // Woken between the look above and the parked mark:
+                    // its waker may have seen the thread running, so it
+                    // is made runnable here (the task is woken already).
+                    g.status.runnable(false);
                 }
                 Poll::Pending
             }

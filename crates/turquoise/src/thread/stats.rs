@@ -3,7 +3,7 @@
 //! analogue of a goroutine dump).
 
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -264,14 +264,28 @@ impl Status {
     }
     /// Switched out to the park announced by [`parking`](Self::parking):
     /// called by the worker, after the thread's switch.
-    pub(crate) fn parked(&self) {
+    ///
+    /// Returns false if a wake-up came meanwhile (`woken`, the thread's own
+    /// flag, set before its waker calls [`woken`](Self::woken)): the caller
+    /// then makes it runnable. Either this sees the flag, or the waker sees
+    /// the parked state and turns it to runnable (both sides store, fence,
+    /// then load): a woken thread is never left listed as parked.
+    pub(crate) fn parked(&self, woken: &AtomicBool) -> bool {
         self.detail.store(self.park_detail.load(Ordering::Relaxed), Ordering::Relaxed);
         self.state.store(PARKED + self.park_cause.load(Ordering::Relaxed), Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        !woken.load(Ordering::Relaxed)
     }
-    /// Woken from a park: runnable from now (the first wake counts).
+    /// Woken from a park: runnable from now (the first wake counts). Called
+    /// by the waker after it set the thread's `woken` flag (see
+    /// [`parked`](Self::parked)).
     pub(crate) fn woken(&self) {
-        if self.state.load(Ordering::Relaxed) >= PARKED {
+        fence(Ordering::SeqCst);
+        let s = self.state.load(Ordering::Relaxed);
+        if s >= PARKED {
             let _ = self.since.compare_exchange(0, ticks(), Ordering::Relaxed, Ordering::Relaxed);
+            // Only from parked: a thread switched in meanwhile stays running.
+            let _ = self.state.compare_exchange(s, RUNNABLE, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
     pub(crate) fn finished(&self) {
