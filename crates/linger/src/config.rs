@@ -28,6 +28,7 @@ pub const MIN_STACK_SIZE: usize = 64 * 1024;
 /// | `LINGER_DEFER_SYMBOLS` | comma-separated symbol-name parts in the executable that must not be preempted | none |
 /// | `LINGER_RETURN_TRAP` | `0`: take deferred deadlines by timer retries only, never by return traps | `1` |
 /// | `LINGER_TIMEKEEPING` | how deadlines reach threads: `timer` (one POSIX timer per thread, armed for its earliest deadline) or `monitor` (one monitor thread per process signals only threads whose function is overdue; see [`Timekeeping`]) | `timer` |
+/// | `LINGER_FD_MODES` | `0`: a call that would block asks the kernel for its descriptor's `O_NONBLOCK` and socket timeouts at every park, instead of keeping them from the calls that set them (read on its own, at first use; see "What a park knows of a descriptor" in `docs/safety.md`) | `1` |
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) signal: i32,

@@ -197,6 +197,8 @@ unsafe fn spawn(
     envp: *const *const c_char,
 ) -> libc::c_int {
     let Some(real) = real else { return libc::ENOSYS };
+    // The child shares every description it inherits.
+    super::fd_modes::new_process();
     // SAFETY: forwarded, with the environment extended.
     with(envp, |envp| unsafe { real(pid, path, actions, attr, argv, envp) })
 }
@@ -239,6 +241,7 @@ pub unsafe extern "C" fn system(command: *const c_char) -> libc::c_int {
         super::set_errno(libc::ENOSYS);
         return -1;
     };
+    super::fd_modes::new_process();
     // SAFETY: forwarded verbatim.
     with_environ(|| unsafe { real(command) })
 }
@@ -251,6 +254,7 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
         super::set_errno(libc::ENOSYS);
         return std::ptr::null_mut();
     };
+    super::fd_modes::new_process();
     // SAFETY: forwarded verbatim.
     with_environ(|| unsafe { real(command, mode) })
 }

@@ -500,11 +500,18 @@ fn open_with_hook(h: Hook, dirfd: c_int, path: *const c_char, flags: c_int, mode
 /// `openat` with the real function resolved.
 fn openat_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     let real = or_enosys!(real_openat());
-    match parking::offload_hook() {
+    let fd = match parking::offload_hook() {
         Some(h) => open_with_hook(h, dirfd, path, flags, mode, real),
         // SAFETY: forwarded verbatim.
         None => unsafe { real(dirfd, path, flags, mode) },
+    };
+    if fd >= 0 {
+        // A new description of its own (a FIFO's mode matters to parks).
+        let e = errno();
+        super::fd_modes::made(fd, flags & libc::O_NONBLOCK != 0);
+        set_errno(e);
     }
+    fd
 }
 
 /// # Safety

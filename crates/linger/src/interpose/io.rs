@@ -454,11 +454,44 @@ pub unsafe extern "C" fn sendto(
     piece(buf as *const u8, len)
 }
 
+/// The descriptors `msg` passes (`SCM_RIGHTS`) will share their
+/// descriptions with the receiver: `fd_modes` forgets them (before the
+/// call: whether or not it succeeds, they may have gone).
+///
+/// # Safety
+/// `msg` is null or a valid message, as `sendmsg` requires.
+unsafe fn sends_descriptors(msg: *const libc::msghdr) {
+    if msg.is_null() {
+        return;
+    }
+    // SAFETY: a valid message per the contract; the CMSG macros walk its
+    // control buffer within `msg_controllen`.
+    unsafe {
+        if (*msg).msg_control.is_null() {
+            return;
+        }
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c) as *const c_int;
+                let bytes = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                for i in 0..bytes / std::mem::size_of::<c_int>() {
+                    let fd = data.add(i).read_unaligned();
+                    super::fd_modes::forget(fd, fd);
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+}
+
 /// # Safety
 /// Same contract as POSIX `sendmsg`.
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> ssize_t {
     let real = or_enosys!(real_sendmsg());
+    // SAFETY: the caller's message (or null).
+    unsafe { sends_descriptors(msg) };
     // SAFETY: forwarded verbatim.
     let blocking = || retry_fd(fd, false, || unsafe { real(fd, msg, flags) });
     if flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
@@ -518,6 +551,12 @@ pub unsafe extern "C" fn recvmmsg(
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int {
     let real = or_enosys!(real_sendmmsg());
+    if !v.is_null() {
+        for i in 0..n as usize {
+            // SAFETY: the caller's `n` messages.
+            unsafe { sends_descriptors(&(*v.add(i)).msg_hdr) };
+        }
+    }
     // SAFETY: forwarded verbatim.
     retry_fd(fd, false, || unsafe { real(fd, v, n, flags) })
 }
@@ -529,10 +568,12 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, alen: *mut sockl
     let real = or_enosys!(real_accept());
     // SAFETY: forwarded verbatim.
     let call = || retry_fd(fd, true, || unsafe { real(fd, addr, alen) });
-    match parking::hook() {
+    let r = match parking::hook() {
         Some(h) => parked_accept(h, fd, call),
         None => call(),
-    }
+    };
+    accepted(r, fd, 0);
+    r
 }
 
 /// # Safety
@@ -542,9 +583,20 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, alen: *mut sock
     let real = or_enosys!(real_accept4());
     // SAFETY: forwarded verbatim.
     let call = || retry_fd(fd, true, || unsafe { real(fd, addr, alen, flags) });
-    match parking::hook() {
+    let r = match parking::hook() {
         Some(h) => parked_accept(h, fd, call),
         None => call(),
+    };
+    accepted(r, fd, flags);
+    r
+}
+
+/// Records a socket accepted from `listener` (`r`: the call's result).
+fn accepted(r: c_int, listener: c_int, flags: c_int) {
+    if r >= 0 {
+        let e = errno();
+        super::fd_modes::accepted(r, listener, flags & libc::SOCK_NONBLOCK != 0);
+        set_errno(e);
     }
 }
 

@@ -31,7 +31,10 @@
 //! - [`stack`]: `pthread_getattr_np` describes the stack the caller is
 //!   really on;
 //! - [`fds`]: `close`, `dup2`, `dup3`, `close_range`: tell the park seam's
-//!   close observer which numbers were closed or replaced;
+//!   close observer which numbers were closed or replaced; with `socket`,
+//!   `pipe`, `dup`, `fcntl`, `ioctl` and `setsockopt`, keep [`fd_modes`]'
+//!   table of what parked calls must honour (`O_NONBLOCK`, socket
+//!   timeouts) without asking the kernel at each park;
 //! - [`exit`]: `pthread_exit` inside a function tells the function's base
 //!   its value (`crate::exit`).
 //!
@@ -45,6 +48,7 @@ pub(crate) mod child_env;
 pub(crate) mod context;
 pub(crate) mod exec;
 pub(crate) mod exit;
+pub(crate) mod fd_modes;
 pub(crate) mod fds;
 pub(crate) mod files;
 pub(crate) mod io;

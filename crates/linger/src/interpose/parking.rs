@@ -128,9 +128,31 @@ pub(crate) fn streams(fd: c_int) -> bool {
     pipe
 }
 
+/// Has the program made `fd` non-blocking? From what its calls set
+/// (`fd_modes`) when that is known, else asked of the kernel.
+pub(crate) fn nonblocking(fd: c_int) -> bool {
+    if let Some(m) = super::fd_modes::enabled().then(|| super::fd_modes::get(fd)).flatten() {
+        return m.nonblock;
+    }
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    fl != -1 && fl & libc::O_NONBLOCK != 0
+}
+
 /// The socket timeout (SO_RCVTIMEO for input, SO_SNDTIMEO for output) of
-/// `fd`, if it is a socket with one.
+/// `fd`, if it is a socket with one: from what its calls set (`fd_modes`)
+/// when that is known, else asked of the kernel.
 pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
+    if let Some(m) = super::fd_modes::enabled().then(|| super::fd_modes::get(fd)).flatten() {
+        let ns = if input { m.rcv } else { m.snd };
+        return (ns != 0).then(|| libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long });
+    }
+    asked_socket_timeout(fd, input)
+}
+
+/// [`socket_timeout`] as the kernel has it (the value it rounded to its
+/// clock's ticks).
+pub(crate) fn asked_socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
     let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
     let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
     let opt = if input { libc::SO_RCVTIMEO } else { libc::SO_SNDTIMEO };
@@ -184,9 +206,7 @@ impl Waiter {
         if self.deadline.is_none() {
             // First time: the program's own non-blocking descriptor says
             // EAGAIN, as it always did.
-            // SAFETY: F_GETFL takes no argument.
-            let fl = unsafe { libc::fcntl(self.fd, libc::F_GETFL) };
-            if fl != -1 && fl & libc::O_NONBLOCK != 0 {
+            if nonblocking(self.fd) {
                 return Next::Fail(libc::EAGAIN);
             }
             let t = if self.socket { socket_timeout(self.fd, self.interest == Interest::Read) } else { None };

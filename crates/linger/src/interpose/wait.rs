@@ -477,6 +477,28 @@ pub unsafe extern "C" fn sem_clockwait(sem: *mut libc::sem_t, clock: libc::clock
     until(None, |_| unsafe { real(sem, clock, abstime) })
 }
 
+/// A descriptor call made through `syscall()` rather than its libc
+/// function: what the table of descriptor modes knows of the numbers it
+/// names is forgotten (`fd_modes`; they are asked of the kernel from now
+/// on). Cheap: a few compares for every other call.
+fn descriptor_call(n: libc::c_long, a: libc::c_long, b: libc::c_long, r: libc::c_long) {
+    match n {
+        libc::SYS_close | libc::SYS_fcntl | libc::SYS_ioctl | libc::SYS_setsockopt | libc::SYS_dup => {
+            super::fd_modes::forget(a as c_int, a as c_int);
+            let dup = n == libc::SYS_dup || (n == libc::SYS_fcntl && matches!(b as c_int, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC));
+            if r >= 0 && dup {
+                super::fd_modes::forget(r as c_int, r as c_int);
+            }
+        }
+        libc::SYS_dup2 | libc::SYS_dup3 => {
+            super::fd_modes::forget(a as c_int, a as c_int);
+            super::fd_modes::forget(b as c_int, b as c_int);
+        }
+        libc::SYS_close_range => super::fd_modes::forget(a as c_int, b.min(c_int::MAX as libc::c_long) as c_int),
+        _ => {}
+    }
+}
+
 /// # Safety
 /// Same contract as `syscall(2)` (declared with its six possible arguments;
 /// callers that pass fewer leave the rest unused, as the kernel does).
@@ -505,7 +527,9 @@ pub unsafe extern "C" fn syscall(
     let absolute_wait = matches!(cmd, libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | libc::FUTEX_WAIT_REQUEUE_PI);
     if !(absolute_wait || cmd == libc::FUTEX_WAIT) || !in_function() {
         // SAFETY: forwarded verbatim.
-        return unsafe { real(n, a, b, c, d, e, f) };
+        let r = unsafe { real(n, a, b, c, d, e, f) };
+        descriptor_call(n, a, b, r);
+        return r;
     }
     // FUTEX_WAIT's timeout is relative: retries wait for what is left.
     let relative = if cmd == libc::FUTEX_WAIT { timespec_deadline(d as *const timespec) } else { None };
