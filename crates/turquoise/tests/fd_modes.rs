@@ -22,19 +22,26 @@ const ROUNDS: usize = 20;
 #[derive(Debug, PartialEq)]
 enum Got {
     Byte(u8),
+    /// `WouldBlock` at once (expected only: a read reports `TimedOut`).
     WouldBlock,
-    /// A socket timeout: `WouldBlock` after at least this long.
+    /// A socket timeout: `WouldBlock` after this long (expected: at least).
     TimedOut(Duration),
 }
 
 /// Reads one byte from `fd` on a green thread (one worker, 2 ms slices),
-/// after `setup`, while another OS thread writes one byte into `peer` 30 ms
-/// later.
-fn read_on_green(fd: i32, peer: UnixStream, setup: impl FnOnce() + Send + 'static) -> Got {
+/// after `setup`, while another OS thread writes one byte into `peer` later:
+/// 30 ms later where the read is expected to wait for it (`Got::Byte`), 2 s
+/// later where it is expected to end without it (then the write is skipped
+/// once the read ended): a stall of the VM before the read must not let
+/// the byte come first.
+fn read_on_green(fd: i32, peer: UnixStream, expect: &Got, setup: impl FnOnce() + Send + 'static) -> Got {
     let rt = runtime(1, Duration::from_millis(2));
+    let delay = if matches!(expect, Got::Byte(_)) { Duration::from_millis(30) } else { Duration::from_secs(2) };
+    let (done, ended) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(30));
-        let _ = (&peer).write_all(&[42]);
+        if ended.recv_timeout(delay).is_err() {
+            let _ = (&peer).write_all(&[42]);
+        }
         peer
     });
     let h = Builder::new()
@@ -47,15 +54,28 @@ fn read_on_green(fd: i32, peer: UnixStream, setup: impl FnOnce() + Send + 'stati
             match f.read(&mut b) {
                 Ok(1) => Got::Byte(b[0]),
                 Ok(n) => panic!("read {n} bytes"),
-                Err(e) if e.kind() == ErrorKind::WouldBlock && start.elapsed() >= Duration::from_millis(5) => Got::TimedOut(start.elapsed()),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => Got::WouldBlock,
+                // At once, or at a socket timeout: told apart by what the
+                // test expects (a stall may make "at once" take long).
+                Err(e) if e.kind() == ErrorKind::WouldBlock => Got::TimedOut(start.elapsed()),
                 Err(e) => panic!("read: {e}"),
             }
         })
         .unwrap();
     let got = within(Duration::from_secs(30), "read", move || h.join().unwrap());
+    let _ = done.send(());
     drop(writer.join().unwrap());
     got
+}
+
+/// `read_on_green`, checked against `expect`.
+fn expect_read(fd: i32, peer: UnixStream, expect: Got, setup: impl FnOnce() + Send + 'static) {
+    let got = read_on_green(fd, peer, &expect, setup);
+    match (&expect, &got) {
+        (Got::TimedOut(at_least), Got::TimedOut(t)) => assert!(t >= at_least, "timed out after {t:?}, before {at_least:?}"),
+        (Got::WouldBlock, Got::TimedOut(_)) => {}
+        (e, g) if e == g => {}
+        _ => panic!("expected {expect:?}, got {got:?}"),
+    }
 }
 
 fn set_nonblock_fcntl(fd: i32, on: bool) {
@@ -79,7 +99,7 @@ fn rcvtimeo(fd: i32, t: Duration) {
 fn blocking_by_default_parks_until_data() {
     for _ in 0..ROUNDS {
         let (a, b) = UnixStream::pair().unwrap();
-        assert_eq!(read_on_green(a.as_raw_fd(), b, || {}), Got::Byte(42));
+        expect_read(a.as_raw_fd(), b, Got::Byte(42), || {});
     }
 }
 
@@ -91,10 +111,10 @@ fn nonblocking_set_by_ioctl_fails_at_once_and_cleared_parks() {
         let fd = a.as_raw_fd();
         a.set_nonblocking(true).unwrap();
         let (a2, b2) = UnixStream::pair().unwrap();
-        assert_eq!(read_on_green(fd, b, || {}), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, || {});
         a2.set_nonblocking(true).unwrap();
         a2.set_nonblocking(false).unwrap();
-        assert_eq!(read_on_green(a2.as_raw_fd(), b2, || {}), Got::Byte(42));
+        expect_read(a2.as_raw_fd(), b2, Got::Byte(42), || {});
         drop(a);
     }
 }
@@ -105,7 +125,7 @@ fn nonblocking_set_by_fcntl_fails_at_once() {
         let (a, b) = UnixStream::pair().unwrap();
         let fd = a.as_raw_fd();
         // Set inside the green thread, just before the read.
-        assert_eq!(read_on_green(fd, b, move || set_nonblock_fcntl(fd, true)), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, move || set_nonblock_fcntl(fd, true));
         drop(a);
     }
 }
@@ -119,7 +139,7 @@ fn nonblocking_pipe_from_pipe2_fails_at_once() {
         // SAFETY: both ends are ours.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let (_x, y) = UnixStream::pair().unwrap();
-        assert_eq!(read_on_green(r.as_raw_fd(), y, || {}), Got::WouldBlock);
+        expect_read(r.as_raw_fd(), y, Got::WouldBlock, || {});
         drop(w);
     }
 }
@@ -129,16 +149,13 @@ fn socket_timeout_set_and_cleared() {
     for _ in 0..ROUNDS / 4 {
         let (a, b) = UnixStream::pair().unwrap();
         let fd = a.as_raw_fd();
-        // 10 ms, before the peer's byte at 30 ms.
-        match read_on_green(fd, b, move || rcvtimeo(fd, Duration::from_millis(10))) {
-            Got::TimedOut(t) => assert!(t >= Duration::from_millis(9), "timed out after {t:?}"),
-            g => panic!("expected the socket timeout, got {g:?}"),
-        }
+        // 10 ms, long before the peer's byte.
+        expect_read(fd, b, Got::TimedOut(Duration::from_millis(9)), move || rcvtimeo(fd, Duration::from_millis(10)));
         let (c, d) = UnixStream::pair().unwrap();
         let fd = c.as_raw_fd();
         rcvtimeo(fd, Duration::from_millis(10));
         // Zero: no timeout.
-        assert_eq!(read_on_green(fd, d, move || rcvtimeo(fd, Duration::ZERO)), Got::Byte(42));
+        expect_read(fd, d, Got::Byte(42), move || rcvtimeo(fd, Duration::ZERO));
         drop(c);
     }
 }
@@ -157,7 +174,7 @@ fn a_duplicate_shares_the_mode() {
             unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
         };
         let d = dup.as_raw_fd();
-        assert_eq!(read_on_green(fd, b, move || set_nonblock_fcntl(d, true)), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, move || set_nonblock_fcntl(d, true));
         drop(dup);
     }
 }
@@ -172,7 +189,7 @@ fn dup2_over_a_number_takes_its_mode() {
         let fd = a.as_raw_fd();
         // SAFETY: both descriptors are ours; `fd` now names `n`'s socket.
         assert_eq!(unsafe { libc::dup2(n.as_raw_fd(), fd) }, fd);
-        assert_eq!(read_on_green(fd, b, || {}), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, || {});
     }
 }
 
@@ -188,7 +205,7 @@ fn a_reused_number_takes_the_new_files_mode() {
         if c.as_raw_fd() != old {
             continue; // another test took the number meanwhile
         }
-        assert_eq!(read_on_green(c.as_raw_fd(), d, || {}), Got::Byte(42));
+        expect_read(c.as_raw_fd(), d, Got::Byte(42), || {});
     }
 }
 
@@ -203,10 +220,7 @@ fn an_accepted_socket_has_its_listeners_timeout() {
         // The kernel's own answer, so that the test checks what it claims.
         assert!(s.read_timeout().unwrap().is_some(), "the kernel did not copy the timeout");
         let (_x, y) = UnixStream::pair().unwrap();
-        match read_on_green(s.as_raw_fd(), y, || {}) {
-            Got::TimedOut(_) => {}
-            g => panic!("expected the inherited socket timeout, got {g:?}"),
-        }
+        expect_read(s.as_raw_fd(), y, Got::TimedOut(Duration::from_millis(9)), || {});
         drop(peer);
     }
 }
@@ -231,7 +245,7 @@ fn a_forked_childs_change_holds() {
         let mut status = 0;
         // SAFETY: our child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert_eq!(read_on_green(fd, b, || {}), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, || {});
     }
 }
 
@@ -246,7 +260,7 @@ fn a_descriptor_sent_with_scm_rights_shares_the_mode() {
         send_fd(&tx, fd);
         let got = recv_fd(&rx);
         set_nonblock_fcntl(got.as_raw_fd(), true);
-        assert_eq!(read_on_green(fd, b, || {}), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, || {});
     }
 }
 
@@ -264,7 +278,7 @@ fn a_change_made_through_syscall_holds() {
                 libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, fl | libc::O_NONBLOCK as libc::c_long);
             }
         };
-        assert_eq!(read_on_green(fd, b, set), Got::WouldBlock);
+        expect_read(fd, b, Got::WouldBlock, set);
     }
 }
 
