@@ -41,6 +41,19 @@ fn show(what: &str, (m, lo, hi): (f64, f64, f64), base: Option<f64>) {
 fn main() {
     // linger's start-up (timer, tables) before anything is timed.
     assert!(linger::launch(|| (), SLICE).expect("launch").is_completion());
+    // `resume N` / `launch N`: that loop alone, N times (for `perf stat`).
+    let args: Vec<String> = std::env::args().collect();
+    if let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<u64>().ok())) {
+        let mut p = linger::launch(|| loop { linger::pause() }, Duration::ZERO).expect("launch");
+        for _ in 0..n {
+            if what == "launch" {
+                black_box(linger::launch(|| black_box(1u64), SLICE).expect("launch"));
+            } else {
+                linger::resume(&mut p, SLICE).expect("resume");
+            }
+        }
+        return;
+    }
 
     let mut stack = Some(DefaultStack::new(64 * 1024).expect("stack"));
     let bare_launch = batches(|| {

@@ -229,7 +229,7 @@ pub(crate) fn with_base<F: FnOnce() -> T, T>(f: F) -> Option<T> {
 /// The value the function `f` exited with (`PTHREAD_CANCELED` for a
 /// cancellation, which does not pass through our `pthread_exit`).
 pub(crate) fn exit_value(f: &crate::thread::Frame) -> usize {
-    f.exit_value.take().unwrap_or(PTHREAD_CANCELED)
+    f.exit_value.replace(PTHREAD_CANCELED)
 }
 
 /// The real `pthread_exit`.
@@ -260,7 +260,7 @@ pub(crate) unsafe fn pthread_exit(value: *mut c_void) -> ! {
     let cur = ts().current.get();
     if !cur.is_null() {
         // SAFETY: `current` is a live frame while set.
-        unsafe { (*cur).exit_value.set(Some(value as usize)) };
+        unsafe { (*cur).exit_value.set(value as usize) };
     }
     // SAFETY: forwarding to glibc.
     unsafe { real_pthread_exit()(value) }

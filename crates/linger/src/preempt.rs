@@ -207,12 +207,19 @@ unsafe fn switch_out(
     } else if let Some(m) = mask {
         sigmask::set(m);
     }
+    // One read of the FP control state (`switch::FpControl`): the
+    // function's own (in the handler: the kernel's default, and its own is
+    // in the signal frame, restored by `rt_sigreturn`), kept for the next
+    // switch in; the resumer's given back where it differs.
     let fp = FpControl::save();
+    f.fp_own.set(if uc.is_null() { fp.bits() } else { FpControl::NONE });
+    if let Some(caller) = FpControl::from_bits(ts.fp_caller.get()) {
+        caller.load_over(fp);
+    }
     compiler_fence(Ordering::SeqCst);
     // SAFETY: the yielder belongs to the coroutine we are running on.
     let resumer = unsafe { switch::suspend(f.yielder.get(), why) };
     compiler_fence(Ordering::SeqCst);
-    fp.restore_if_changed();
     if !uc.is_null() {
         // Back in the handler: hold the program's signals again until it
         // returns, when `rt_sigreturn` restores the function's mask.
@@ -481,7 +488,7 @@ fn judge_here(f: &Frame) -> Verdict {
         // read). (Only this function's own thread, here in a no-preemption
         // scope, touches its memo: never borrowed twice.)
         let Ok(memo) = f.memo().try_borrow_mut() else { return NOT_NOW };
-        if memo_clear(&memo, regs, lo, f.stack_hi, entry) {
+        if memo_clear(&memo, &regs, lo, f.stack_hi, entry) {
             return Verdict::Stop { release: false };
         }
         (entry, Some(memo))

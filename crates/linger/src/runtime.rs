@@ -396,6 +396,7 @@ impl<T> Inner<T> {
                 std_waits: opts.std_waits,
                 yield_flag: Cell::new(ptr::null()),
                 yield_every: Cell::new(0),
+                fp_own: Cell::new(FpControl::NONE),
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
                 pause_due: Cell::new(false),
@@ -408,7 +409,7 @@ impl<T> Inner<T> {
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
                 flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
-                exit_value: Cell::new(None),
+                exit_value: Cell::new(crate::exit::PTHREAD_CANCELED),
                 park: Cell::new(opts.park.map(|h| h.0)),
                 parked: Cell::new(false),
                 judged_above: Cell::new(0),
@@ -572,13 +573,24 @@ impl<T> Inner<T> {
             t.pending.set(true);
         }
         compiler_fence(Ordering::SeqCst);
+        // One read of the FP control state per switch (`switch::FpControl`):
+        // ours, kept for the switch out to give back; the function's own
+        // loaded where it differs.
         let fp = FpControl::save();
+        let outer_fp = t.fp_caller.replace(fp.bits());
+        if let Some(own) = FpControl::from_bits(f.fp_own.get()) {
+            own.load_over(fp);
+        }
         crate::flow::enter(t, &f.flow, &f.caller_flow);
         f.caller_libset.set(gotcha::set_current_libset(f.libset));
         let r = go(self.co.as_mut().expect("checked by caller"));
-        // A switch out of the signal handler brings the kernel's default FP
-        // control state; a function may also return with its own.
-        fp.restore_if_changed();
+        if matches!(r, CoroutineResult::Return(_)) {
+            // It ended (returned, panicked, unwound) without a switch out:
+            // its FP control state may be its own.
+            fp.restore_if_changed();
+        }
+        // The coroutine returns to the thread that resumed it: `t` is ours.
+        t.fp_caller.set(outer_fp);
         compiler_fence(Ordering::SeqCst);
         // The coroutine returns to the thread that resumed it: `t` is still ours.
         // SAFETY: the frame is still in the stack header: `go` only resumed

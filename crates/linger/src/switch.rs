@@ -31,7 +31,17 @@ pub(crate) type Co = Coroutine<&'static ThreadState, Suspend, Outcome, PooledSta
 pub(crate) type Yield = Yielder<&'static ThreadState, Suspend>;
 
 /// MXCSR and x87 control word.
-#[derive(Clone, Copy)]
+///
+/// The ABI makes their control bits callee-saved: `resume` must give the
+/// caller its own back, and `pause` the function its own, whatever the
+/// other side set meanwhile; and the kernel enters the preemption handler
+/// with the default state. Reading them is slow (`stmxcsr` is microcoded:
+/// storing both took a quarter of a resume here), so each switch reads the
+/// state once, on the side it leaves, and compares it with the other side's
+/// recorded state (`Frame::fp_caller`, `Frame::fp_own`), loading only what
+/// differs: a read per switch, where a save before and a check after each
+/// switch took two.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct FpControl {
     mxcsr: u32,
     fcw: u16,
@@ -45,6 +55,22 @@ pub(crate) struct FpControl {
 const MXCSR_FLAGS: u32 = 0x3f;
 
 impl FpControl {
+    /// No state recorded (see `Frame::fp_own`); `bits` never gives it.
+    pub(crate) const NONE: u64 = u64::MAX;
+
+    /// As one word, for the per-function and per-thread records.
+    #[inline(always)]
+    pub(crate) fn bits(self) -> u64 {
+        u64::from(self.mxcsr) | u64::from(self.fcw) << 32
+    }
+
+    /// The state `bits` made, or None for `NONE` (and for the 0 of a thread
+    /// outside any resume).
+    #[inline(always)]
+    pub(crate) fn from_bits(b: u64) -> Option<FpControl> {
+        (b != Self::NONE && b != 0).then_some(FpControl { mxcsr: b as u32, fcw: (b >> 32) as u16 })
+    }
+
     #[inline(always)]
     pub(crate) fn save() -> FpControl {
         let mut c = FpControl { mxcsr: 0, fcw: 0 };
@@ -61,11 +87,16 @@ impl FpControl {
         c
     }
 
-    /// Restores the saved control state where it is not already in place
-    /// (loading either register is slow; storing them is cheap).
+    /// Restores the saved control state where it is not already in place.
     #[inline(always)]
     pub(crate) fn restore_if_changed(self) {
-        let now = FpControl::save();
+        self.load_over(FpControl::save());
+    }
+
+    /// Makes this the control state where `now` (the state in place, read
+    /// just before) differs, keeping the exception flags in place.
+    #[inline(always)]
+    pub(crate) fn load_over(self, now: FpControl) {
         if (now.mxcsr ^ self.mxcsr) & !MXCSR_FLAGS != 0 {
             let m = (self.mxcsr & !MXCSR_FLAGS) | (now.mxcsr & MXCSR_FLAGS);
             // SAFETY: control bits produced by `stmxcsr` with the current

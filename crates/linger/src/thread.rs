@@ -154,6 +154,12 @@ pub(crate) struct Frame {
     /// otherwise), and the period they come at, in ns.
     pub yield_flag: Cell<*const std::sync::atomic::AtomicU32>,
     pub yield_every: Cell<u64>,
+    /// The function's own FP control state at its last pause
+    /// (`FpControl::bits`), loaded by the next switch in where the
+    /// resumer's differs; `FpControl::NONE` where that is not needed (not
+    /// started: it takes its caller's, as a call does; stopped in the
+    /// handler: `rt_sigreturn` restores all of it).
+    pub fp_own: Cell<u64>,
     /// The trap address (`return_trap`) it holds, plus one; 0 for none.
     pub trap_slot: Cell<u32>,
     /// A `pause()` found deferred code on its call chain and armed a return
@@ -167,8 +173,11 @@ pub(crate) struct Frame {
     /// Its C++ exception globals, errno and locale while it is stopped, and
     /// its caller's while it runs (see `flow`).
     pub flow: crate::flow::Saved,
-    /// The value this function passed to `pthread_exit` (see `exit.rs`).
-    pub exit_value: Cell<Option<usize>>,
+    /// The value this function passed to `pthread_exit` (see `exit.rs`);
+    /// `PTHREAD_CANCELED` (all ones) until it does, the value a
+    /// cancellation, which does not pass through our `pthread_exit`, ends
+    /// with (a word, not an `Option`: the frame fills the stack's header).
+    pub exit_value: Cell<usize>,
     /// Its park hook (`Builder::park_with`), taken when its stack is given
     /// back; read in place while it runs (see `interpose::parking`).
     pub park: Cell<Option<std::sync::Arc<dyn crate::park::Park>>>,
@@ -246,6 +255,11 @@ pub(crate) struct ThreadState {
     pub ns_anchor: Cell<u64>,
     /// When the last timer_settime returned (CLOCK_MONOTONIC ns).
     pub armed_at: Cell<u64>,
+    /// The FP control state of the running function's resumer
+    /// (`FpControl::bits`), read as it switched in and given back by the
+    /// switch out (see `switch::FpControl`); a nested resume keeps the
+    /// outer one's on its stack meanwhile.
+    pub fp_caller: Cell<u64>,
     /// Moving average of what arming the timer costs, in ns.
     pub arm_cost: Cell<u64>,
     /// Kernel timer id, or -1 before the thread's first launch.
@@ -293,6 +307,7 @@ thread_local! {
             armed: Cell::new(NEVER),
             arm_cost: Cell::new(0),
             armed_at: Cell::new(0),
+            fp_caller: Cell::new(0),
             tsc_anchor: Cell::new(0),
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),

@@ -280,6 +280,58 @@ fn fp_control_state_survives_preemption() {
     assert_eq!(acc.to_bits(), want.to_bits());
 }
 
+/// The same across pauses (switches that are calls on both sides), with
+/// the caller changing its mode between resumes and the function changing
+/// its own between pauses: each side sees its own after every switch, and
+/// a function that ends leaves the caller its own too.
+#[test]
+fn fp_control_state_survives_pauses() {
+    fn set_mxcsr(v: u32) {
+        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &v) };
+    }
+    fn get_mxcsr() -> u32 {
+        let mut v = 0u32;
+        unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v) };
+        v & 0x6000
+    }
+    const MODES: [u32; 4] = [0x0000, 0x2000, 0x4000, 0x6000];
+    let saved = {
+        let mut v = 0u32;
+        unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut v) };
+        v
+    };
+    for round in 0..200usize {
+        let mut l = launch(
+            move || {
+                let mut bad = 0u32;
+                for i in 0..50usize {
+                    let mine = MODES[(round + i) % 4];
+                    set_mxcsr((0x1F80 & !0x6000) | mine);
+                    pause();
+                    if get_mxcsr() != mine {
+                        bad += 1;
+                    }
+                }
+                // Ends with a mode of its own: the caller must not get it.
+                set_mxcsr(0x1F80 | 0x6000);
+                bad
+            },
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let mut i = 0usize;
+        while !l.is_completion() {
+            let caller = MODES[(round * 3 + i) % 4];
+            set_mxcsr((0x1F80 & !0x6000) | caller);
+            resume(&mut l, Duration::from_secs(10)).unwrap();
+            assert_eq!(get_mxcsr(), caller, "round {round}, switch {i}: the caller lost its rounding mode");
+            i += 1;
+        }
+        assert_eq!(l.completion().unwrap(), 0, "round {round}: the function lost its rounding mode");
+    }
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &saved) };
+}
+
 #[test]
 fn every_resume_makes_progress_even_with_tiny_slices() {
     // Slices shorter than the cost of arming the timer (several us in VMs)
