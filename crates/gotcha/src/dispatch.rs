@@ -66,6 +66,7 @@ extern "C" {
     fn gotcha_tls_offset() -> isize;
 }
 
+#[inline]
 fn tls_offset() -> isize {
     static OFF: AtomicUsize = AtomicUsize::new(0);
     let o = OFF.load(Ordering::Relaxed);

@@ -42,7 +42,10 @@ fn spin_loops_are_preempted() {
         let t = Instant::now();
         let mut l = launch(spin_forever, Duration::from_micros(300)).unwrap();
         assert!(l.is_continuation());
-        assert!(t.elapsed() >= Duration::from_micros(300));
+        // Not before its deadline, by linger's clock: an estimate from the
+        // TSC, which may differ from `Instant`'s by microseconds on some
+        // hosts (`clock.rs`'s test allows 50 us; 297 us seen here).
+        assert!(t.elapsed() >= Duration::from_micros(250), "stopped after {:?}", t.elapsed());
         resume(&mut l, Duration::from_micros(100)).unwrap();
         assert!(l.is_continuation());
     }
