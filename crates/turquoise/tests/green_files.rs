@@ -206,8 +206,10 @@ fn positional_io_and_syncs_park_and_come_back_exact() {
     }
     let _ = std::fs::remove_dir(&d);
     eprintln!("{evicted_rounds} rounds read uncached files at an offset, {parked_rounds} of them parked");
-    // As in the test above: a read can find its pages cached again.
-    assert!(parked_rounds * 10 >= evicted_rounds * 9, "{parked_rounds} of {evicted_rounds} uncached positional reads parked");
+    // As in the test above: a read can find its pages cached again; here
+    // more often, with the whole test suite reading files on the other
+    // core (33 of 40 once, in `make test`; the mechanism broken, none).
+    assert!(parked_rounds * 4 >= evicted_rounds * 3, "{parked_rounds} of {evicted_rounds} uncached positional reads parked");
 }
 
 /// Opens from green threads: a FIFO's open waits for its other end on the
