@@ -301,7 +301,9 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: usize) ->
     let real = or_enosys!(real_ioctl());
     // SAFETY: forwarded verbatim.
     let r = unsafe { real(fd, request, arg) };
-    if r >= 0 && request == libc::FIONBIO && arg != 0 {
+    // The low 32 bits: the kernel reads an `unsigned int`, and a caller
+    // declared with an `int` request may leave the upper half undefined.
+    if r >= 0 && request as u32 == libc::FIONBIO as u32 && arg != 0 {
         // SAFETY: FIONBIO takes a pointer to an int, which the kernel just
         // read successfully.
         let on = unsafe { *(arg as *const c_int) } != 0;
