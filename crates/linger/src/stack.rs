@@ -32,9 +32,60 @@ pub(crate) const RESERVE: usize = 64 * 1024;
 /// Stacks kept per thread for reuse.
 const POOL_PER_THREAD: usize = 64;
 /// Stacks given back by threads that did not run them, or whose own pool
-/// was full, for any thread.
+/// was full, for any thread: at least this many, or as many as were in use
+/// at once lately (see [`shared_room`]).
 const SHARED_POOL: usize = 256;
 static SHARED: std::sync::Mutex<Vec<PooledStack>> = std::sync::Mutex::new(Vec::new());
+
+/// The most stacks in use at once lately (mapped and not in the shared
+/// pool), halved each second in which stacks are given back or taken.
+static PEAK_IN_USE: AtomicUsize = AtomicUsize::new(0);
+/// When `PEAK_IN_USE` was last halved (CLOCK_MONOTONIC ns).
+static PEAK_HALVED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many stacks the shared pool keeps now, given that it holds `pooled`:
+/// the recent peak of stacks in use. A burst of launches on one thread (a
+/// runtime's spawner) ending on others gives thousands of stacks back at
+/// a time, and a pool of 256 unmapped nearly all of them while the spawner
+/// mapped new ones: each `munmap` takes the mmap lock and a TLB shootdown
+/// (an IPI to every other CPU running the process), and 15,000 of them
+/// for 100,000 sleeping green threads were most of the run (issue 27, part
+/// 5: all done in 1.4-1.7 s instead of 0.45-0.62 s). Kept, they hold what
+/// their functions touched (a page or two each) until the peak decays,
+/// about a second after the burst, and the pool then shrinks by a stack at
+/// later give-backs and takes, at most one a millisecond ([`trim_shared`]).
+fn shared_room(pooled: usize) -> usize {
+    let in_use = LIVE_STACKS.load(Ordering::Relaxed).saturating_sub(pooled);
+    let now = crate::thread::now_ns();
+    let mut peak = PEAK_IN_USE.load(Ordering::Relaxed).max(in_use);
+    if now.saturating_sub(PEAK_HALVED_AT.load(Ordering::Relaxed)) >= 1_000_000_000 {
+        PEAK_HALVED_AT.store(now, Ordering::Relaxed);
+        peak = (peak / 2).max(in_use);
+    }
+    PEAK_IN_USE.store(peak, Ordering::Relaxed);
+    peak.max(SHARED_POOL)
+}
+
+/// When the shared pool last gave a stack up (CLOCK_MONOTONIC ns).
+static TRIMMED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One stack of the shared pool's surplus, to unmap after its lock is
+/// released: the pool shrinks a stack at a time as the peak decays, at
+/// most one a millisecond (a new burst that finds a large pool would
+/// otherwise unmap a stack at each launch, the storm the pool is there to
+/// avoid). Called with the pool's lock held.
+fn trim_shared(p: &mut Vec<PooledStack>) -> Option<PooledStack> {
+    if p.len() <= shared_room(p.len()) {
+        return None;
+    }
+    let now = crate::thread::now_ns();
+    if now.saturating_sub(TRIMMED_AT.load(Ordering::Relaxed)) < 1_000_000 {
+        return None;
+    }
+    TRIMMED_AT.store(now, Ordering::Relaxed);
+    // The oldest: the most likely to have left the caches.
+    Some(p.swap_remove(0))
+}
 /// Bytes reserved at the top of each stack for the runtime's per-function
 /// record (`Frame`), so a launch needs no heap allocation.
 pub(crate) const HEADER: usize = 1024;
@@ -132,8 +183,11 @@ impl PooledStack {
     /// A stack another thread gave back (see [`PooledStack::recycle`]).
     fn from_shared(size: usize) -> Option<PooledStack> {
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        let i = p.iter().rposition(|s| s.usable() == size)?;
-        Some(p.swap_remove(i))
+        let surplus = trim_shared(&mut p);
+        let s = p.iter().rposition(|s| s.usable() == size).map(|i| p.swap_remove(i));
+        drop(p);
+        drop(surplus);
+        s
     }
 
     fn map(size: usize) -> io::Result<PooledStack> {
@@ -286,9 +340,18 @@ impl PooledStack {
 
     fn share(self) {
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        if p.len() < SHARED_POOL && p.try_reserve(1).is_ok() {
+        let surplus = trim_shared(&mut p);
+        let unkept = if p.len() < shared_room(p.len()) && p.try_reserve(1).is_ok() {
             p.push(self);
-        }
+            None
+        } else {
+            Some(self)
+        };
+        // Unmapped (dropped) with the lock released: `munmap` waits for the
+        // other CPUs' TLBs, and other threads take and give back meanwhile.
+        drop(p);
+        drop(surplus);
+        drop(unkept);
     }
 }
 
@@ -349,6 +412,29 @@ mod tests {
     /// the shared pool once the second's own pool is full, instead of being
     /// unmapped there and mapped anew here at every launch.
     #[test]
+    fn a_burst_of_stacks_ended_on_another_thread_is_kept() {
+        // 1,000 in use at once, given back by another thread: kept for the
+        // next burst, not unmapped past 256 (the peak may be halved once
+        // meanwhile, if the test straddles a second).
+        let size = 3 * 1024 * 1024 + 7 * page_size();
+        let stacks: Vec<PooledStack> = (0..1000).map(|_| PooledStack::get(size).unwrap()).collect();
+        let before = shared_of(size);
+        std::thread::spawn(move || {
+            for s in stacks {
+                s.recycle(false);
+            }
+        })
+        .join()
+        .unwrap();
+        let kept = shared_of(size) - before;
+        assert!(kept >= (1000 - POOL_PER_THREAD) / 2, "{kept} of 1000 stacks kept in the shared pool");
+        // Taken again by a burst here.
+        let again: Vec<PooledStack> = (0..kept).map(|_| PooledStack::get(size).unwrap()).collect();
+        assert_eq!(shared_of(size), before, "a burst here did not take the kept stacks");
+        drop(again);
+    }
+
+    #[test]
     fn stacks_ended_on_another_thread_come_back_through_the_shared_pool() {
         // A size of its own: no other test's stacks are counted.
         let size = 3 * 1024 * 1024 + 5 * page_size();
@@ -371,8 +457,9 @@ mod tests {
             );
         }
         // And launches here take them.
+        let had = shared_of(size);
         let s = PooledStack::get(size).unwrap();
-        assert!(shared_of(size) < SHARED_POOL);
+        assert_eq!(shared_of(size), had - 1, "a launch here did not take a shared stack");
         drop(s);
     }
 }
