@@ -589,7 +589,7 @@ impl<T> Inner<T> {
             // its FP control state may be its own.
             fp.restore_if_changed();
         }
-        // The coroutine returns to the thread that resumed it: `t` is ours.
+        // (The coroutine returns to the thread that resumed it: see below.)
         t.fp_caller.set(outer_fp);
         compiler_fence(Ordering::SeqCst);
         // The coroutine returns to the thread that resumed it: `t` is still ours.

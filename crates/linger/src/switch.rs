@@ -38,7 +38,7 @@ pub(crate) type Yield = Yielder<&'static ThreadState, Suspend>;
 /// with the default state. Reading them is slow (`stmxcsr` is microcoded:
 /// storing both took a quarter of a resume here), so each switch reads the
 /// state once, on the side it leaves, and compares it with the other side's
-/// recorded state (`Frame::fp_caller`, `Frame::fp_own`), loading only what
+/// recorded state (`ThreadState::fp_caller`, `Frame::fp_own`), loading only what
 /// differs: a read per switch, where a save before and a check after each
 /// switch took two.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -64,11 +64,10 @@ impl FpControl {
         u64::from(self.mxcsr) | u64::from(self.fcw) << 32
     }
 
-    /// The state `bits` made, or None for `NONE` (and for the 0 of a thread
-    /// outside any resume).
+    /// The state `bits` made, or None for `NONE`.
     #[inline(always)]
     pub(crate) fn from_bits(b: u64) -> Option<FpControl> {
-        (b != Self::NONE && b != 0).then_some(FpControl { mxcsr: b as u32, fcw: (b >> 32) as u16 })
+        (b != Self::NONE).then_some(FpControl { mxcsr: b as u32, fcw: (b >> 32) as u16 })
     }
 
     #[inline(always)]

@@ -307,7 +307,7 @@ thread_local! {
             armed: Cell::new(NEVER),
             arm_cost: Cell::new(0),
             armed_at: Cell::new(0),
-            fp_caller: Cell::new(0),
+            fp_caller: Cell::new(crate::switch::FpControl::NONE),
             tsc_anchor: Cell::new(0),
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
