@@ -54,9 +54,8 @@ static PEAK_HALVED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// their functions touched (a page or two each) until the peak decays,
 /// about a second after the burst, and the pool then shrinks by a stack at
 /// later give-backs and takes, at most one a millisecond ([`trim_shared`]).
-fn shared_room(pooled: usize) -> usize {
+fn shared_room(pooled: usize, now: u64) -> usize {
     let in_use = LIVE_STACKS.load(Ordering::Relaxed).saturating_sub(pooled);
-    let now = crate::thread::now_ns();
     let mut peak = PEAK_IN_USE.load(Ordering::Relaxed).max(in_use);
     if now.saturating_sub(PEAK_HALVED_AT.load(Ordering::Relaxed)) >= 1_000_000_000 {
         PEAK_HALVED_AT.store(now, Ordering::Relaxed);
@@ -73,12 +72,11 @@ static TRIMMED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 /// released: the pool shrinks a stack at a time as the peak decays, at
 /// most one a millisecond (a new burst that finds a large pool would
 /// otherwise unmap a stack at each launch, the storm the pool is there to
-/// avoid). Called with the pool's lock held.
-fn trim_shared(p: &mut Vec<PooledStack>) -> Option<PooledStack> {
-    if p.len() <= shared_room(p.len()) {
+/// avoid). Called with the pool's lock held, with its room and the time.
+fn trim_shared(p: &mut Vec<PooledStack>, room: usize, now: u64) -> Option<PooledStack> {
+    if p.len() <= room {
         return None;
     }
-    let now = crate::thread::now_ns();
     if now.saturating_sub(TRIMMED_AT.load(Ordering::Relaxed)) < 1_000_000 {
         return None;
     }
@@ -182,8 +180,10 @@ impl PooledStack {
 
     /// A stack another thread gave back (see [`PooledStack::recycle`]).
     fn from_shared(size: usize) -> Option<PooledStack> {
+        let now = crate::thread::now_ns();
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        let surplus = trim_shared(&mut p);
+        let room = shared_room(p.len(), now);
+        let surplus = trim_shared(&mut p, room, now);
         let s = p.iter().rposition(|s| s.usable() == size).map(|i| p.swap_remove(i));
         drop(p);
         drop(surplus);
@@ -339,9 +339,11 @@ impl PooledStack {
     }
 
     fn share(self) {
+        let now = crate::thread::now_ns();
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        let surplus = trim_shared(&mut p);
-        let unkept = if p.len() < shared_room(p.len()) && p.try_reserve(1).is_ok() {
+        let room = shared_room(p.len(), now);
+        let surplus = trim_shared(&mut p, room, now);
+        let unkept = if p.len() < room && p.try_reserve(1).is_ok() {
             p.push(self);
             None
         } else {
@@ -407,10 +409,18 @@ mod tests {
         SHARED.lock().unwrap().iter().filter(|s| s.usable() == size).count()
     }
 
-    /// Stacks taken on one thread and given back on another (a spawner and
-    /// the workers that run what it spawns) come back to the first through
-    /// the shared pool once the second's own pool is full, instead of being
-    /// unmapped there and mapped anew here at every launch.
+    /// Ends `stacks` on a thread of their own, as a runtime's workers end
+    /// what its spawner launched.
+    fn give_back_on_another_thread(stacks: Vec<PooledStack>) {
+        std::thread::spawn(move || {
+            for s in stacks {
+                s.recycle(false);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_burst_of_stacks_ended_on_another_thread_is_kept() {
         // 1,000 in use at once, given back by another thread: kept for the
@@ -419,13 +429,7 @@ mod tests {
         let size = 3 * 1024 * 1024 + 7 * page_size();
         let stacks: Vec<PooledStack> = (0..1000).map(|_| PooledStack::get(size).unwrap()).collect();
         let before = shared_of(size);
-        std::thread::spawn(move || {
-            for s in stacks {
-                s.recycle(false);
-            }
-        })
-        .join()
-        .unwrap();
+        give_back_on_another_thread(stacks);
         let kept = shared_of(size) - before;
         assert!(kept >= (1000 - POOL_PER_THREAD) / 2, "{kept} of 1000 stacks kept in the shared pool");
         // Taken again by a burst here.
@@ -434,6 +438,10 @@ mod tests {
         drop(again);
     }
 
+    /// Stacks taken on one thread and given back on another (a spawner and
+    /// the workers that run what it spawns) come back to the first through
+    /// the shared pool once the second's own pool is full, instead of being
+    /// unmapped there and mapped anew here at every launch.
     #[test]
     fn stacks_ended_on_another_thread_come_back_through_the_shared_pool() {
         // A size of its own: no other test's stacks are counted.
@@ -441,13 +449,7 @@ mod tests {
         for round in 0..5 {
             let stacks: Vec<PooledStack> = (0..200).map(|_| PooledStack::get(size).unwrap()).collect();
             let before = shared_of(size);
-            std::thread::spawn(move || {
-                for s in stacks {
-                    s.recycle(false);
-                }
-            })
-            .join()
-            .unwrap();
+            give_back_on_another_thread(stacks);
             // The other thread keeps `POOL_PER_THREAD` (then exits, and
             // unmaps them); the rest are shared, up to the shared pool's room.
             let shared = shared_of(size);

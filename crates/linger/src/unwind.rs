@@ -589,11 +589,26 @@ pub(crate) fn walk_at_fault(table: &Table, uc: &libc::ucontext_t, lo: usize, hi:
 /// `regs` of [`walk_here`] by DWARF number.
 fn full_regs(regs: [u64; 8]) -> [u64; NREGS] {
     let mut full = [0u64; NREGS];
-    for (i, r) in [RA, RSP, 6, 3, 12, 13, 14, 15].into_iter().zip(regs) {
+    for (i, r) in START.into_iter().zip(regs) {
         full[i] = r;
     }
     full
 }
+
+/// The DWARF numbers of the eight starting registers, in `judge_here`'s
+/// order (rip, rsp, rbp, rbx, r12-r15); the others start as 0.
+const START: [usize; 8] = [RA, RSP, 6, 3, 12, 13, 14, 15];
+
+/// Each DWARF number's place in [`START`] (8: not a starting register).
+const START_AT: [u8; NREGS] = {
+    let mut at = [8u8; NREGS];
+    let mut j = 0;
+    while j < START.len() {
+        at[START[j]] = j as u8;
+        j += 1;
+    }
+    at
+};
 
 /// Would [`walk_here`] find the chain clear because its last clear walk,
 /// with the table still published, started from the same registers and
@@ -607,8 +622,9 @@ pub(crate) fn memo_clear(m: &Memo, regs: &[u64; 8], lo: usize, hi: usize, entry:
         && m.reads[..m.n].iter().all(|&(a, v)| read(lo, hi, a) == Some(v))
 }
 
-/// Does the memo's `a` agree, on the registers in `mask`, with the eight starting registers as `judge_here`
-/// captured them, without building [`full_regs`]' array: the asm's outputs
+/// Does the memo's `a` agree, on the registers in `mask`, with the eight
+/// starting registers as `judge_here` captured them (as [`full_regs`]
+/// would place them), without building that array: the asm's outputs
 /// are spilled word by word, and the array's copy read them back as 16-byte
 /// moves, which store forwarding cannot serve (a stall that took a fifth of
 /// each `pause()` here).
@@ -616,13 +632,9 @@ pub(crate) fn memo_clear(m: &Memo, regs: &[u64; 8], lo: usize, hi: usize, entry:
 fn same_start(mut mask: u32, a: &[u64; NREGS], regs: &[u64; 8]) -> bool {
     while mask != 0 {
         let i = mask.trailing_zeros() as usize;
-        let v = match i {
-            RA => regs[0],
-            RSP => regs[1],
-            6 => regs[2],
-            3 => regs[3],
-            12..=15 => regs[i - 8],
-            _ => 0,
+        let v = match START_AT[i] {
+            8 => 0,
+            j => regs[j as usize],
         };
         if a[i] != v {
             return false;

@@ -130,7 +130,11 @@ pub(crate) fn made(fd: c_int, nonblock: bool) {
 /// As [`made`], with the socket timeouts (receive, send) in ns (0: none)
 /// when they are known: an accepted socket inherits its listener's.
 fn made_with(fd: c_int, nonblock: bool, timeouts: Option<(u64, u64)>) {
-    let Some(e) = make(fd) else { return };
+    // Making a chunk allocates, which may set errno: the program's stays.
+    let errno = super::errno();
+    let entry = make(fd);
+    super::set_errno(errno);
+    let Some(e) = entry else { return };
     let (rcv, snd) = timeouts.unwrap_or((0, 0));
     e.rcv.store(rcv, Ordering::Relaxed);
     e.snd.store(snd, Ordering::Relaxed);
@@ -151,7 +155,7 @@ fn made_with(fd: c_int, nonblock: bool, timeouts: Option<(u64, u64)>) {
 /// (Linux copies them to the new socket; not `O_NONBLOCK`, which is the
 /// new file's own, from `accept4`'s flags).
 pub(crate) fn accepted(fd: c_int, listener: c_int, nonblock: bool) {
-    match find(listener).and_then(|e| read(e, listener)) {
+    match find(listener).and_then(read) {
         Some(m) => made_with(fd, nonblock, Some((m.rcv, m.snd))),
         None => forget(fd, fd),
     }
@@ -221,7 +225,7 @@ pub(crate) struct Modes {
     pub(crate) snd: u64,
 }
 
-fn read(e: &Entry, _fd: c_int) -> Option<Modes> {
+fn read(e: &Entry) -> Option<Modes> {
     let w = e.word.load(Ordering::Acquire);
     if w & KNOWN == 0 || w & !0xffff_ffff != epoch() {
         return None;
@@ -233,15 +237,18 @@ fn read(e: &Entry, _fd: c_int) -> Option<Modes> {
     })
 }
 
-/// `fd`'s modes if known (None: ask the kernel).
+/// `fd`'s modes if known and the table is on (None: ask the kernel).
 pub(crate) fn get(fd: c_int) -> Option<Modes> {
-    read(find(fd)?, fd)
+    if !enabled() {
+        return None;
+    }
+    read(find(fd)?)
 }
 
 /// Off with `LINGER_FD_MODES=0` (read once, without allocating): every
 /// park asks the kernel, as before (for comparison, and a way out for a
 /// program that changes its descriptors behind libc's back).
-pub(crate) fn enabled() -> bool {
+fn enabled() -> bool {
     // 0: not read yet, 1: on, 2: off.
     static STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
     match STATE.load(Ordering::Relaxed) {

@@ -92,11 +92,13 @@ pub(crate) fn prepare() {
     let _ = (real_fcntl(), real_fcntl64(), real_ioctl(), real_setsockopt());
 }
 
-/// Tells the observer, keeping the program's errno.
+/// `first..=last` no longer name what they named: `fd_modes` forgets them,
+/// and the observer is told, keeping the program's errno.
 fn closed(first: c_int, last: c_int) {
     if first < 0 || last < first {
         return;
     }
+    fd_modes::forget(first, last);
     let e = errno();
     crate::park::closed(first, last);
     set_errno(e);
@@ -110,7 +112,6 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     // SAFETY: forwarded verbatim.
     let r = unsafe { real(fd) };
     if r == 0 || errno() != libc::EBADF {
-        fd_modes::forget(fd, fd);
         closed(fd, fd);
     }
     r
@@ -121,12 +122,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     let real = or_enosys!(real_dup2());
     // SAFETY: forwarded verbatim.
     let r = unsafe { real(old, new) };
-    if r >= 0 {
-        // Two numbers of one description now (or `new` is `old`).
-        fd_modes::forget(old, old);
-        fd_modes::forget(new, new);
-    }
     if r >= 0 && old != new {
+        // Two numbers of one description now.
+        fd_modes::forget(old, old);
         closed(new, new);
     }
     r
@@ -139,7 +137,6 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     let r = unsafe { real(old, new, flags) };
     if r >= 0 {
         fd_modes::forget(old, old);
-        fd_modes::forget(new, new);
         closed(new, new);
     }
     r
@@ -152,7 +149,6 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     // SAFETY: forwarded verbatim.
     let r = unsafe { real(first, last, flags) };
     if r == 0 && flags as c_uint & libc::CLOSE_RANGE_CLOEXEC == 0 {
-        fd_modes::forget(first.min(c_int::MAX as c_uint) as c_int, last.min(c_int::MAX as c_uint) as c_int);
         closed(first.min(c_int::MAX as c_uint) as c_int, last.min(c_int::MAX as c_uint) as c_int);
     }
     r
@@ -175,7 +171,6 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
     };
     // SAFETY: forwarded verbatim.
     let r = unsafe { real(f) };
-    fd_modes::forget(fd, fd);
     closed(fd, fd);
     r
 }
@@ -183,9 +178,7 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
 /// Records a new descriptor made by this process (`r`, a call's result).
 fn made(r: c_int, nonblock: bool) {
     if r >= 0 {
-        let e = errno();
         fd_modes::made(r, nonblock);
-        set_errno(e);
     }
 }
 

@@ -507,9 +507,7 @@ fn openat_impl(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) ->
     };
     if fd >= 0 {
         // A new description of its own (a FIFO's mode matters to parks).
-        let e = errno();
         super::fd_modes::made(fd, flags & libc::O_NONBLOCK != 0);
-        set_errno(e);
     }
     fd
 }

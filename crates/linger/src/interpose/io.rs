@@ -594,9 +594,7 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, alen: *mut sock
 /// Records a socket accepted from `listener` (`r`: the call's result).
 fn accepted(r: c_int, listener: c_int, flags: c_int) {
     if r >= 0 {
-        let e = errno();
         super::fd_modes::accepted(r, listener, flags & libc::SOCK_NONBLOCK != 0);
-        set_errno(e);
     }
 }
 

@@ -131,7 +131,7 @@ pub(crate) fn streams(fd: c_int) -> bool {
 /// Has the program made `fd` non-blocking? From what its calls set
 /// (`fd_modes`) when that is known, else asked of the kernel.
 pub(crate) fn nonblocking(fd: c_int) -> bool {
-    if let Some(m) = super::fd_modes::enabled().then(|| super::fd_modes::get(fd)).flatten() {
+    if let Some(m) = super::fd_modes::get(fd) {
         return m.nonblock;
     }
     // SAFETY: F_GETFL takes no argument.
@@ -143,9 +143,9 @@ pub(crate) fn nonblocking(fd: c_int) -> bool {
 /// `fd`, if it is a socket with one: from what its calls set (`fd_modes`)
 /// when that is known, else asked of the kernel.
 pub(crate) fn socket_timeout(fd: c_int, input: bool) -> Option<libc::timespec> {
-    if let Some(m) = super::fd_modes::enabled().then(|| super::fd_modes::get(fd)).flatten() {
+    if let Some(m) = super::fd_modes::get(fd) {
         let ns = if input { m.rcv } else { m.snd };
-        return (ns != 0).then(|| libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long });
+        return (ns != 0).then_some(libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long });
     }
     asked_socket_timeout(fd, input)
 }
