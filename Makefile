@@ -164,6 +164,7 @@ bench-sync:
 
 header:
 	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger
+	TURQUOISE_UPDATE_HEADER=1 $(CARGO) build -p turquoise
 
 # The C library. `make lib` builds it in the tree: target/release/liblinger.so
 # (soname liblinger.so.MAJOR, set in crates/linger/build.rs) and liblinger.a,

@@ -433,8 +433,8 @@ pub extern "C" fn turq_dump(fd: c_int) -> c_int {
 
 /// Starts the runtime green threads run on, with `workers` OS threads (0:
 /// one per CPU) and a default slice of `slice_us` (0: 2 ms). Optional: the
-/// first `turq_create` starts it otherwise (with `TURQ_WORKERS` and
-/// `TURQ_SLICE_US` if set). With `TURQ_DUMP_SIGNAL` set (`SIGQUIT`, `USR1`,
+/// first `turq_create` starts it otherwise (with `TURQ_WORKERS`,
+/// `TURQ_SLICE_US` and `TURQ_GRANULARITY_US` if set). With `TURQ_DUMP_SIGNAL` set (`SIGQUIT`, `USR1`,
 /// a number...), that signal makes the process write its live green threads
 /// to stderr (or append them to `TURQ_DUMP_FILE`) and go on. 0, `EBUSY`
 /// (already started), `EAGAIN`.

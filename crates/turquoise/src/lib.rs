@@ -40,10 +40,12 @@
 //! Layers: `future.rs` is the wrapper, on top of `linger`'s public API only
 //! (`Builder::launch`, `resume`, `pause`).
 
+mod clock;
 mod counters;
 pub mod ffi;
 mod future;
 mod home;
+mod pace;
 mod id_map;
 mod rules;
 mod runtime;

@@ -33,6 +33,7 @@ pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
 pub struct Builder {
     workers: usize,
     slice: Duration,
+    granularity: Duration,
     name: String,
     io: bool,
     time: bool,
@@ -50,6 +51,7 @@ impl Builder {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             slice: DEFAULT_SLICE,
+            granularity: crate::pace::DEFAULT_GRANULARITY,
             name: "turquoise-worker".into(),
             io: false,
             time: false,
@@ -66,6 +68,19 @@ impl Builder {
     /// to linger's minimum, tens of microseconds).
     pub fn slice(&mut self, slice: Duration) -> &mut Self {
         self.slice = slice;
+        self
+    }
+
+    /// A green thread that has run this long is stopped when other work
+    /// waits for its worker, though its slice is not over (0.2 ms by
+    /// default; zero, or at least the slice: each run gets its whole
+    /// slice). Its worker looks for waiting work at intervals from this up
+    /// to the slice: short ones after it was idle or found work waiting,
+    /// growing while it keeps busy with short runs, so that a busy worker
+    /// pays for its looks about as for 2 ms slices and a short request
+    /// waits about this long behind a long one (`pace.rs`).
+    pub fn granularity(&mut self, granularity: Duration) -> &mut Self {
+        self.granularity = granularity;
         self
     }
 
@@ -114,7 +129,7 @@ impl Builder {
         // takes tens of milliseconds).
         crate::rules::install();
         linger::init().map_err(io::Error::other)?;
-        let (sched, locals) = Scheduler::new(self.workers, self.slice);
+        let (sched, locals) = Scheduler::new(self.workers, self.slice, self.granularity);
         let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, time: self.time, io: self.io, tokio: tokio.handle().clone() }) };
         let stop = |threads: Vec<std::thread::JoinHandle<()>>| {
             sched.shutdown.store(true, Ordering::Release);

@@ -101,6 +101,8 @@ pub(crate) struct Scheduler {
     pub(crate) shutdown: AtomicBool,
     /// How long a stopped task waits at most for tasks at rest: the slice.
     patience: Duration,
+    /// Green threads' granularity (`pace.rs`).
+    pub(crate) granularity: Duration,
 }
 
 thread_local! {
@@ -141,6 +143,29 @@ pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
     unsafe { &(&(*s).slots)[i].counters.green }
 }
 
+/// The calling worker's granularity for green threads (zero off the
+/// workers: no looks).
+pub(crate) fn granularity() -> Duration {
+    let (s, _) = WORKER.with(|w| w.get());
+    // SAFETY: as in `count_poll`.
+    unsafe { s.as_ref() }.map_or(Duration::ZERO, |s| s.granularity)
+}
+
+/// Work waits for the calling worker, besides the task it polls: in its
+/// queues, or in the injector (spawned from outside) when no worker sleeps.
+/// Not its drivers' events. False off the workers.
+pub(crate) fn work_waits() -> bool {
+    let (s, i) = WORKER.with(|w| w.get());
+    // SAFETY: as in `count_poll`.
+    let Some(s) = (unsafe { s.as_ref() }) else { return false };
+    let slot = &s.slots[i];
+    // Stealable work is taken by a sleeping worker, woken for it.
+    let stealable = s.n_sleepers.load(Ordering::Relaxed) == 0 && (!s.injector.is_empty() || !slot.stealer.is_empty());
+    stealable
+        || !slot.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        || !slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+}
+
 /// The index of the worker the calling thread is, of `sched` only.
 pub(crate) fn worker_of(sched: &Scheduler) -> Option<usize> {
     WORKER.with(|w| {
@@ -159,7 +184,7 @@ pub(crate) fn current_worker() -> Option<usize> {
 
 impl Scheduler {
     /// A scheduler of `n` workers, and their owned queues (for `run`).
-    pub(crate) fn new(n: usize, patience: Duration) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
+    pub(crate) fn new(n: usize, patience: Duration, granularity: Duration) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
         let locals: Vec<Deque<Task>> = (0..n).map(|_| Deque::new_fifo()).collect();
         let slots = locals
             .iter()
@@ -179,6 +204,7 @@ impl Scheduler {
             n_sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             patience,
+            granularity,
         };
         (Arc::new(s), locals)
     }
@@ -361,6 +387,7 @@ impl Scheduler {
         }
         slot.counters.parks.fetch_add(1, Ordering::Relaxed);
         slot.waiting.store(true, Ordering::Relaxed);
+        crate::pace::idle();
         true
     }
 

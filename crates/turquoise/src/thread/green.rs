@@ -486,7 +486,7 @@ impl<T: Send + 'static> Future for Green<T> {
             set.swap(img);
         }
         let worker = crate::scheduler::green_counters();
-        let waited = g.status.running();
+        let (waited, start) = g.status.running();
         // SAFETY: see `with_worker`.
         let worker = unsafe { worker.as_ref() };
         if let Some(w) = worker {
@@ -514,7 +514,21 @@ impl<T: Send + 'static> Future for Green<T> {
             }
             r
         } else {
-            linger::resume_contained(l, this.slice)
+            // Looks for waiting work at intervals of the worker's pace, and
+            // lets the run go on while none waits (`pace.rs`).
+            let look = crate::pace::Look {
+                granularity: crate::scheduler::granularity(),
+                waits: &|| crate::scheduler::work_waits() || super::poller::ready_now(),
+                others: &|| LIVE.with(|l| l.borrow().len() > 1),
+            };
+            let run = crate::pace::run(l, this.slice, start, &look);
+            if run.looks > 0 {
+                g.status.counters.looked(run.looks);
+                if let Some(w) = worker {
+                    w.looked(run.looks);
+                }
+            }
+            run.result
         };
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));

@@ -215,7 +215,8 @@ fn linger_error(e: linger::Error) -> io::Error {
 }
 
 /// The runtime [`spawn`] uses outside any: all drivers on, one worker per
-/// CPU (or `TURQ_WORKERS`) and the default slice (or `TURQ_SLICE_US`),
+/// CPU (or `TURQ_WORKERS`), the default slice (or `TURQ_SLICE_US`) and
+/// granularity (or `TURQ_GRANULARITY_US`, 0 for none),
 /// started at the first use and never shut down (as Go's).
 static DEFAULT: OnceLock<Runtime> = OnceLock::new();
 
@@ -241,6 +242,10 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
     }
     if let Some(s) = slice.or_else(|| env("TURQ_SLICE_US").map(Duration::from_micros)) {
         b.slice(s);
+    }
+    // Zero is a setting here (no looks), so not filtered like the others.
+    if let Some(g) = std::env::var("TURQ_GRANULARITY_US").ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+        b.granularity(Duration::from_micros(g));
     }
     let rt = b.build()?;
     dump_signal::install_from_env();

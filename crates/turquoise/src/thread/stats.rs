@@ -5,9 +5,10 @@
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::green::GreenShared;
+use crate::clock::{self, ticks, ticks_to_duration};
 
 /// Why a green thread parked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,6 +76,10 @@ pub struct ThreadStats {
     /// Time spent runnable but waiting for its worker (from a wake-up, a
     /// stop or a yield to the next resume).
     pub runnable_wait: Duration,
+    /// Times its worker stopped it to look for waiting work before its
+    /// slice was over, found none, and let it run on (`Builder::granularity`
+    /// of the runtime).
+    pub looks: u64,
     /// Activities only: slices that ended while it ran without a yield
     /// check answering them (`checkpoint`), each one the other activities
     /// of its worker waited through.
@@ -101,6 +106,7 @@ pub(crate) struct Counters {
     /// In TSC ticks (converted when read).
     runnable_wait: AtomicU64,
     overruns: AtomicU64,
+    looks: AtomicU64,
 }
 
 #[inline(always)]
@@ -118,6 +124,9 @@ impl Counters {
     }
     pub(crate) fn yielded(&self) {
         bump(&self.yields, 1);
+    }
+    pub(crate) fn looked(&self, n: u64) {
+        bump(&self.looks, n);
     }
     /// An activity's resume ended `n` slices after the first (see
     /// [`ThreadStats::overruns`]).
@@ -143,37 +152,9 @@ impl Counters {
             parks_future: p(Cause::Future),
             runnable_wait: ticks_to_duration(self.runnable_wait.load(Ordering::Relaxed)),
             overruns: self.overruns.load(Ordering::Relaxed),
+            looks: self.looks.load(Ordering::Relaxed),
         }
     }
-}
-
-/// The time-stamp counter: ~10 ns to read, against ~25 ns for the vDSO's
-/// clock here; waits are summed in ticks and converted when read.
-#[inline(always)]
-pub(crate) fn ticks() -> u64 {
-    // SAFETY: `rdtsc` only reads the counter (user-space access is allowed
-    // on Linux unless the kernel disabled it, which it does not on x86-64
-    // by default).
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-/// Ticks and time at the first use: the rate comes from them and now.
-static EPOCH: OnceLock<(Instant, u64)> = OnceLock::new();
-
-fn epoch() -> (Instant, u64) {
-    *EPOCH.get_or_init(|| (Instant::now(), ticks()))
-}
-
-fn ticks_to_duration(t: u64) -> Duration {
-    let (at, t0) = epoch();
-    let ns = at.elapsed().as_nanos();
-    let dt = ticks().saturating_sub(t0) as u128;
-    if dt == 0 || ns < 1_000_000 {
-        // Too early to know the rate: assume 1 GHz (only reads in the first
-        // millisecond after the first green thread are affected).
-        return Duration::from_nanos(t);
-    }
-    Duration::from_nanos((t as u128 * ns / dt) as u64)
 }
 
 /// Where a green thread is in its life (for the dump).
@@ -220,7 +201,7 @@ impl Default for Status {
             state: AtomicU8::new(UNSTARTED),
             detail: AtomicU64::new(0),
             since: AtomicU64::new({
-                epoch();
+                clock::start();
                 ticks()
             }),
             worker: AtomicUsize::new(0),
@@ -234,14 +215,15 @@ impl Default for Status {
 impl Status {
     /// Switched in: returns the ticks it waited as runnable. The switch-in
     /// time goes in `detail` (what the dump shows as "running for").
-    pub(crate) fn running(&self) -> u64 {
+    /// Also returns the time (`ticks`).
+    pub(crate) fn running(&self) -> (u64, u64) {
         let now = ticks();
         let since = self.since.swap(0, Ordering::Relaxed);
         let waited = if since == 0 { 0 } else { now.saturating_sub(since) };
         self.counters.switched_in(waited);
         self.detail.store(now, Ordering::Relaxed);
         self.state.store(RUNNING, Ordering::Relaxed);
-        waited
+        (waited, now)
     }
     /// Stopped or yielded: runnable from now. `in_wait`: stopped in a futex
     /// wait, which it goes back to when resumed.
