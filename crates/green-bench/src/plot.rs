@@ -16,6 +16,7 @@ use crate::report::{Key, Results, Sample, Sweep};
 fn color(k: Kind) -> RGBColor {
     match k {
         Kind::Green => RGBColor(44, 160, 44),
+        Kind::GreenWhole => RGBColor(140, 200, 120),
         Kind::GreenFine => RGBColor(23, 190, 207),
         Kind::Epoll => RGBColor(31, 119, 180),
         Kind::Tokio => RGBColor(255, 127, 14),

@@ -21,8 +21,13 @@ use crate::http::{serve_blocking, Handler, Next, RequestBuf};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Green,
+    /// Green threads with whole slices: no granularity, each run is
+    /// stopped at its slice only (the default before the runtime looked
+    /// for waiting work, `turquoise::Builder::granularity`).
+    GreenWhole,
     /// Green threads with [`FINE_SLICE_US`] slices: what a server that
-    /// cares for latency more than throughput would choose.
+    /// cares for latency more than throughput would choose (before the
+    /// granularity).
     GreenFine,
     Pthread,
     Epoll,
@@ -31,14 +36,15 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::Green, Kind::GreenFine, Kind::Epoll, Kind::Tokio, Kind::Go, Kind::Pthread];
+    pub const ALL: [Kind; 7] = [Kind::Green, Kind::GreenWhole, Kind::GreenFine, Kind::Epoll, Kind::Tokio, Kind::Go, Kind::Pthread];
     /// The servers written in Rust (run by [`run`]).
-    pub const RUST: [Kind; 5] = [Kind::Green, Kind::GreenFine, Kind::Pthread, Kind::Epoll, Kind::Tokio];
+    pub const RUST: [Kind; 6] = [Kind::Green, Kind::GreenWhole, Kind::GreenFine, Kind::Pthread, Kind::Epoll, Kind::Tokio];
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Green => "green",
+            Kind::GreenWhole => "green-whole",
             Kind::GreenFine => "green-fine",
             Kind::Pthread => "pthread",
             Kind::Epoll => "epoll",
@@ -51,6 +57,7 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::Green => "green threads",
+            Kind::GreenWhole => "green threads, whole 2 ms slices",
             Kind::GreenFine => "green threads, 0.2 ms slices",
             Kind::Pthread => "pthreads",
             Kind::Epoll => "epoll loop",
@@ -114,7 +121,8 @@ pub fn listener(port: u16) -> io::Result<TcpListener> {
 /// Serves on `l` until the process ends (or the listener fails).
 pub fn run(kind: Kind, l: TcpListener, o: &Options) -> io::Result<()> {
     match kind {
-        Kind::Green | Kind::GreenFine => green(l, o),
+        Kind::Green | Kind::GreenFine => green(l, o, None),
+        Kind::GreenWhole => green(l, o, Some(Duration::ZERO)),
         Kind::Pthread => pthread(l, o),
         Kind::Epoll => epoll(l, o),
         Kind::Tokio => tokio(l, o),
@@ -129,8 +137,14 @@ fn accept_failed(e: &io::Error) {
     std::thread::sleep(Duration::from_millis(10));
 }
 
-fn green(l: TcpListener, o: &Options) -> io::Result<()> {
-    let rt = turquoise::Builder::new().worker_threads(1).slice(o.slice).enable_all().build()?;
+/// `granularity`: the runtime's default if `None`.
+fn green(l: TcpListener, o: &Options, granularity: Option<Duration>) -> io::Result<()> {
+    let mut b = turquoise::Builder::new();
+    b.worker_threads(1).slice(o.slice).enable_all();
+    if let Some(g) = granularity {
+        b.granularity(g);
+    }
+    let rt = b.build()?;
     let h = o.handler;
     let acceptor = turquoise::thread::Builder::new().name("acceptor").spawn_on(rt.handle(), move || {
         for c in l.incoming() {

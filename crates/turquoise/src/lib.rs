@@ -55,6 +55,7 @@ mod task;
 pub mod thread;
 
 pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
+pub use pace::DEFAULT_GRANULARITY;
 pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
 pub use task::{AbortHandle, JoinError, JoinHandle};
 pub use turquoise_macros::main;
