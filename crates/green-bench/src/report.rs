@@ -328,7 +328,7 @@ fn pct(x: Option<(f64, f64, f64)>) -> String {
 
 pub fn markdown(o: &Opts, r: &Results) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## 9. Green threads (issue 12)\n");
+    let _ = writeln!(s, "## 9. Green threads (issues 12 and 28)\n");
     let _ = writeln!(
         s,
         "Reproduce with `make bench-green`, i.e.\n\n```sh\ncargo build --release -p green-bench && target/release/green-bench --write-docs\n```\n\n\
