@@ -143,14 +143,6 @@ pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
     unsafe { &(&(*s).slots)[i].counters.green }
 }
 
-/// The calling worker's granularity for green threads (zero off the
-/// workers: no looks).
-pub(crate) fn granularity() -> Duration {
-    let (s, _) = WORKER.with(|w| w.get());
-    // SAFETY: as in `count_poll`.
-    unsafe { s.as_ref() }.map_or(Duration::ZERO, |s| s.granularity)
-}
-
 /// Work waits for the calling worker, besides the task it polls: in its
 /// queues, or in the injector (spawned from outside) when no worker sleeps.
 /// Not its drivers' events. False off the workers.
@@ -298,6 +290,7 @@ impl Scheduler {
     pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Task>) {
         WORKER.with(|w| w.set((Arc::as_ptr(&self), me)));
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
+        crate::pace::start(self.granularity);
         let mut turn = Turn { tick: 0, pinned_at: Instant::now() };
         while poll_fn(|cx| self.batch(me, &mut turn, cx)).await {
             // Let tokio turn this thread's drivers (without sleeping), then

@@ -517,7 +517,6 @@ impl<T: Send + 'static> Future for Green<T> {
             // Looks for waiting work at intervals of the worker's pace, and
             // lets the run go on while none waits (`pace.rs`).
             let look = crate::pace::Look {
-                granularity: crate::scheduler::granularity(),
                 waits: &|| crate::scheduler::work_waits() || super::poller::ready_now(),
                 others: &|| LIVE.with(|l| l.borrow().len() > 1),
             };
