@@ -75,15 +75,68 @@ pub(crate) struct Counters {
     pub(crate) green: crate::thread::GreenCounters,
 }
 
+/// A queue other threads push to, with its length readable without the
+/// lock: the worker looks at it before every pick, and locks it only when
+/// something is there. A push the worker's look misses is found by its
+/// last look before it waits, which takes the lock (`has_work_for`).
+struct Inbox<T> {
+    q: Mutex<VecDeque<T>>,
+    len: AtomicUsize,
+}
+
+impl<T> Inbox<T> {
+    fn new() -> Inbox<T> {
+        Inbox { q: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<T>> {
+        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, t: T) {
+        let mut q = self.lock();
+        q.push_back(t);
+        self.len.store(q.len(), Ordering::Relaxed);
+    }
+
+    /// The front, if `take` says so; nothing (and no lock) if it looks
+    /// empty.
+    fn pop_if(&self, take: impl FnOnce(&T) -> bool) -> Option<T> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut q = self.lock();
+        let t = if q.front().is_some_and(take) { q.pop_front() } else { None };
+        self.len.store(q.len(), Ordering::Relaxed);
+        t
+    }
+
+    /// Empty, under the lock (exact).
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn looks_empty(&self) -> bool {
+        self.len.load(Ordering::Relaxed) == 0
+    }
+
+    fn drain(&self) -> Vec<T> {
+        let mut q = self.lock();
+        self.len.store(0, Ordering::Relaxed);
+        q.drain(..).collect()
+    }
+}
+
 /// One worker's shared side.
 pub(crate) struct Slot {
     stealer: Stealer<Task>,
     /// With when each was stopped.
-    pinned: Mutex<VecDeque<(Instant, Task)>>,
-    /// Started green threads of this worker woken after a park or a yield:
-    /// at rest, but never stolen (their frames may hold this thread's
-    /// thread-local addresses).
-    ready: Mutex<VecDeque<Task>>,
+    pinned: Inbox<(Instant, Task)>,
+    /// Started green threads of this worker woken after a park or a yield
+    /// by another thread: at rest, but never stolen (their frames may hold
+    /// this thread's thread-local addresses). Those the worker wakes itself
+    /// (a green thread waking another, its drivers) go to `READY_HERE`.
+    ready: Inbox<Task>,
     /// The waker of the worker's loop while it waits for work.
     waker: Mutex<Option<Waker>>,
     /// The worker waits in tokio's driver (read on its own thread only:
@@ -154,8 +207,9 @@ pub(crate) fn work_waits() -> bool {
     // Stealable work is taken by a sleeping worker, woken for it.
     let stealable = s.n_sleepers.load(Ordering::Relaxed) == 0 && (!s.injector.is_empty() || !slot.stealer.is_empty());
     stealable
-        || !slot.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-        || !slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        || READY_HERE.with(|r| r.try_borrow().map_or(true, |r| !r.is_empty()))
+        || !slot.ready.looks_empty()
+        || !slot.pinned.looks_empty()
 }
 
 /// The index of the worker the calling thread is, of `sched` only.
@@ -182,8 +236,8 @@ impl Scheduler {
             .iter()
             .map(|d| Slot {
                 stealer: d.stealer(),
-                pinned: Mutex::new(VecDeque::new()),
-                ready: Mutex::new(VecDeque::new()),
+                pinned: Inbox::new(),
+                ready: Inbox::new(),
                 waker: Mutex::new(None),
                 waiting: AtomicBool::new(false),
                 counters: Counters::default(),
@@ -211,18 +265,35 @@ impl Scheduler {
         let pinned = task.metadata().pinned.load(Ordering::Relaxed);
         if pinned != 0 {
             let slot = &self.slots[pinned - 1];
-            slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).push_back((Instant::now(), task));
+            slot.pinned.push((Instant::now(), task));
             self.notify(pinned - 1);
             return;
         }
         let home = task.metadata().home.load(Ordering::Relaxed);
         if home != 0 {
             let w = home - 1;
-            self.slots[w].ready.lock().unwrap_or_else(|e| e.into_inner()).push_back(task);
+            let me = WORKER.with(|w| w.get());
+            let here = std::ptr::eq(me.0, self) && me.1 == w;
+            // Woken by the worker itself: its own queue, no lock (the
+            // borrow is never held across a poll; if it were, the shared
+            // queue takes it).
+            let task = if here {
+                READY_HERE.with(|r| match r.try_borrow_mut() {
+                    Ok(mut r) => {
+                        r.push_back(task);
+                        None
+                    }
+                    Err(_) => Some(task),
+                })
+            } else {
+                Some(task)
+            };
+            if let Some(task) = task {
+                self.slots[w].ready.push(task);
+            }
             // The worker itself looks at its queues before it waits again,
             // unless it waits already (woken by its driver).
-            let me = WORKER.with(|w| w.get());
-            if !(std::ptr::eq(me.0, self) && me.1 == w) || self.slots[w].waiting.load(Ordering::Relaxed) {
+            if !here || self.slots[w].waiting.load(Ordering::Relaxed) {
                 self.notify(w);
             }
             return;
@@ -306,10 +377,12 @@ impl Scheduler {
                 drop(t);
             }
         }
-        let left: Vec<(Instant, Task)> = self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let left: Vec<(Instant, Task)> = self.slots[me].pinned.drain();
         drop(left);
-        let ready: Vec<Task> = self.slots[me].ready.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        let ready: Vec<Task> = self.slots[me].ready.drain();
         drop(ready);
+        let here: VecDeque<Task> = READY_HERE.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        drop(here);
         // Green threads that started here and wait elsewhere (parked on a
         // timer, a channel, a join): ended here, on their home.
         crate::thread::kill_live();
@@ -387,7 +460,7 @@ impl Scheduler {
     fn next(&self, me: usize, local: &Deque<Task>, turn: &mut Turn) -> Option<Task> {
         let slot = &self.slots[me];
         let tick = turn.tick;
-        if tick % INJECTOR_INTERVAL == 0 || SLICE_USED.with(|s| s.replace(false)) {
+        if tick.is_multiple_of(INJECTOR_INTERVAL) || SLICE_USED.with(|s| s.replace(false)) {
             if let Some(t) = self.take_injector(local) {
                 return Some(t);
             }
@@ -402,27 +475,33 @@ impl Scheduler {
         // instead gave one 0.5 ms request per 5 ms slice of each long one:
         // with two long requests stopped, 180 short ones a second, fewer
         // than arrived (a 60-90 ms p99 at 5 ms slices in the benchmark).
-        let overdue = {
-            let p = slot.pinned.lock().unwrap_or_else(|e| e.into_inner());
-            p.front().is_some_and(|(at, _)| {
-                let now = Instant::now();
-                now.duration_since(*at) >= self.patience && now.duration_since(turn.pinned_at) >= 2 * self.patience
-            })
-        };
-        let mut pinned = || {
-            let t = slot.pinned.lock().unwrap_or_else(|e| e.into_inner()).pop_front().map(|(_, t)| t);
+        let pinned_at = turn.pinned_at;
+        let overdue = slot.pinned.pop_if(|(at, _)| {
+            let now = Instant::now();
+            now.duration_since(*at) >= self.patience && now.duration_since(pinned_at) >= 2 * self.patience
+        });
+        if let Some((_, t)) = overdue {
+            turn.pinned_at = Instant::now();
+            return Some(t);
+        }
+        let pinned = || {
+            let t = slot.pinned.pop_if(|_| true).map(|(_, t)| t);
             if t.is_some() {
                 turn.pinned_at = Instant::now();
             }
             t
         };
         // Green threads woken on this worker and tasks at rest take turns.
-        let ready = || slot.ready.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        // Those it woke itself and those woken from elsewhere take turns too
+        // (a ping-pong between two of its own must not starve the others).
+        let here = || READY_HERE.with(|r| r.borrow_mut().pop_front());
+        let elsewhere = || slot.ready.pop_if(|_| true);
+        let ready = || if (tick >> 1) & 1 == 1 { elsewhere().or_else(here) } else { here().or_else(elsewhere) };
         let fresh = || {
             let first = if tick.is_multiple_of(2) { ready().or_else(|| local.pop()) } else { local.pop().or_else(ready) };
             first.or_else(|| self.take_injector(local))
         };
-        let found = if overdue { pinned().or_else(fresh) } else { fresh().or_else(pinned) };
+        let found = fresh().or_else(pinned);
         if found.is_some() {
             return found;
         }
@@ -464,8 +543,9 @@ impl Scheduler {
 
     fn has_work_for(&self, me: usize) -> bool {
         !self.injector.is_empty()
-            || !self.slots[me].pinned.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-            || !self.slots[me].ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || !self.slots[me].pinned.is_empty()
+            || !self.slots[me].ready.is_empty()
+            || READY_HERE.with(|r| !r.borrow().is_empty())
             || self.slots.iter().enumerate().any(|(i, s)| i != me && !s.stealer.is_empty())
     }
 
@@ -484,6 +564,9 @@ impl Scheduler {
 }
 
 thread_local! {
+    /// Started green threads of this worker woken by the worker itself (see
+    /// `Slot::ready`).
+    static READY_HERE: std::cell::RefCell<VecDeque<Task>> = const { std::cell::RefCell::new(VecDeque::new()) };
     /// This worker's own deque, while `run` is on the stack.
     static LOCAL: std::cell::RefCell<Option<Deque<Task>>> = const { std::cell::RefCell::new(None) };
 }
