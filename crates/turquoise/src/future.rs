@@ -337,20 +337,7 @@ impl<T: Send + 'static> Future for Preemptible<T> {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let resumed = if crate::pace::active() {
-            // On a turquoise worker: stopped at intervals of its pace and
-            // resumed at once while no other work waits (`pace.rs`).
-            let look = crate::pace::Look { waits: &crate::scheduler::work_waits, others: &|| true };
-            crate::pace::run(this.slice, crate::clock::ticks(), &look, |step| {
-                let r = linger::resume(body, step).map(|b| matches!(b, Linger::Continuation(c) if !c.yielded()));
-                let stopped = matches!(r, Ok(true));
-                (r.map(|_| ()), stopped)
-            })
-            .result
-        } else {
-            linger::resume(body, this.slice).map(|_| ())
-        };
-        if let Err(e) = resumed {
+        if let Err(e) = linger::resume(body, this.slice) {
             panic!("turquoise: cannot resume a preemptible future: {e}");
         }
         match this.body.take() {

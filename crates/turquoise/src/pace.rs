@@ -1,6 +1,5 @@
-//! How long a green thread (or a preemptible task) runs before its worker
-//! looks for waiting work: preemption that costs little until someone
-//! waits (issue 28, part 5).
+//! How long a green thread runs before its worker looks for waiting work:
+//! preemption that costs little until someone waits (issue 28, part 5).
 //!
 //! A slice is enforced by a timer signal, about 20 us of this VM's time,
 //! and linger disarms its timer lazily (disarming costs a system call per
@@ -34,11 +33,6 @@
 //! a switch; the channel ping-pong's switch measured the same with and
 //! without, within this VM's spread).
 //!
-//! Preemptible tasks (`turquoise::spawn`) polled by a worker take the same
-//! looks, at the granularity throughout a long poll (their worker's green
-//! threads and tasks may wake at any moment); on another executor (stock
-//! tokio) a poll gets its whole slice, as before.
-//!
 //! What is not seen before the slice ends: an expired timer of a parked
 //! green thread (tokio's timer wheel is turned by the worker between
 //! batches) and I/O of async tasks (in tokio's own reactor). They wait for
@@ -51,6 +45,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use linger::{Ended, Error, Linger};
 
 /// The default granularity.
 pub const DEFAULT_GRANULARITY: Duration = Duration::from_micros(200);
@@ -132,23 +127,23 @@ pub(crate) struct Look<'a> {
 }
 
 /// How a run ended.
-pub(crate) struct Run<R> {
-    pub(crate) result: R,
+pub(crate) struct Run {
+    pub(crate) result: Result<Option<Ended>, Error>,
     /// Looks that found nothing waiting (the run went on).
     pub(crate) looks: u64,
 }
 
-/// Resumes a function for at most `slice`, started at `start` (TSC ticks),
-/// looking for waiting work at each interval (see the module doc).
-/// `resume(step)` resumes it for at most `step` and says whether it was
-/// stopped by that deadline (not returned, ended, yielded or parked).
+/// Resumes `l` for at most `slice`, started at `start` (TSC ticks), looking
+/// for waiting work at each interval (see the module doc).
 #[inline(always)]
-pub(crate) fn run<R>(slice: Duration, start: u64, look: &Look<'_>, mut resume: impl FnMut(Duration) -> (R, bool)) -> Run<R> {
+pub(crate) fn run<T>(l: &mut Linger<T>, slice: Duration, start: u64, look: &Look<'_>) -> Run {
     let slice = ns(slice);
     let (g, mut step) = interval(start, slice);
     let mut looks = 0;
     loop {
-        let (result, stopped) = resume(Duration::from_nanos(step));
+        let result = linger::resume_contained(l, Duration::from_nanos(step));
+        // Returned, ended, yielded or parked: the run is over.
+        let stopped = matches!(result, Ok(None)) && matches!(l, Linger::Continuation(c) if !c.yielded());
         if !stopped || g == 0 {
             return Run { result, looks };
         }
@@ -173,11 +168,4 @@ pub(crate) fn run<R>(slice: Duration, start: u64, look: &Look<'_>, mut resume: i
         step = if (look.others)() { g } else { step.saturating_mul(2) };
         step = step.min(slice - ran);
     }
-}
-
-/// The calling thread is a worker with a granularity (its runs are looked
-/// at).
-#[inline]
-pub(crate) fn active() -> bool {
-    PACE.with(|p| p.get().granularity != 0)
 }

@@ -71,9 +71,8 @@ impl Builder {
         self
     }
 
-    /// A green thread or preemptible task that has run this long is
-    /// stopped when other work waits for its worker, though its slice is
-    /// not over (0.2 ms by
+    /// A green thread that has run this long is stopped when other work
+    /// waits for its worker, though its slice is not over (0.2 ms by
     /// default; zero, or at least the slice: each run gets its whole
     /// slice). Its worker looks for waiting work at intervals from this up
     /// to the slice: short ones after it was idle or found work waiting,

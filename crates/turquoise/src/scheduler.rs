@@ -163,8 +163,6 @@ thread_local! {
     static WORKER: Cell<(*const Scheduler, usize)> = const { Cell::new((std::ptr::null(), 0)) };
     /// A poll on this worker used its whole slice since the last pick.
     static SLICE_USED: Cell<bool> = const { Cell::new(false) };
-    /// The epoll set of this worker's parked green threads (-1: none yet).
-    static WATCHED: Cell<std::os::fd::RawFd> = const { Cell::new(-1) };
 }
 
 /// Says that the poll running on this worker used its whole slice (an
@@ -198,28 +196,9 @@ pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
     unsafe { &(&(*s).slots)[i].counters.green }
 }
 
-/// Says that events waiting in `fd` (an epoll set of the calling worker's
-/// parked green threads, `thread/poller.rs`) are work for the worker.
-pub(crate) fn watch_ready(fd: std::os::fd::RawFd) {
-    WATCHED.with(|w| w.set(fd));
-}
-
-/// Events wait in the calling worker's watched epoll set: one `poll` with
-/// no timeout, which consumes nothing.
-fn watched_ready() -> bool {
-    let fd = WATCHED.with(|w| w.get());
-    if fd < 0 {
-        return false;
-    }
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid `pollfd`, no timeout.
-    unsafe { libc::poll(&mut pfd, 1, 0) > 0 }
-}
-
 /// Work waits for the calling worker, besides the task it polls: in its
-/// queues, in the injector (spawned from outside) when no worker sleeps,
-/// or as ready descriptors of its parked green threads. Not its tokio
-/// drivers' events. False off the workers.
+/// queues, or in the injector (spawned from outside) when no worker sleeps.
+/// Not its drivers' events. False off the workers.
 pub(crate) fn work_waits() -> bool {
     let (s, i) = WORKER.with(|w| w.get());
     // SAFETY: as in `count_poll`.
@@ -231,7 +210,6 @@ pub(crate) fn work_waits() -> bool {
         || READY_HERE.with(|r| r.try_borrow().map_or(true, |r| !r.is_empty()))
         || !slot.ready.looks_empty()
         || !slot.pinned.looks_empty()
-        || watched_ready()
 }
 
 /// The index of the worker the calling thread is, of `sched` only.

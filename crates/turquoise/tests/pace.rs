@@ -32,12 +32,6 @@ fn spin_until(stop: &AtomicBool) {
 /// socket 5 ms into the spin. Returns how long the reader waited for its
 /// worker after the write, and the spinner's counters.
 fn reader_behind_spinner(slice: Duration, granularity: Duration) -> (Duration, ThreadStats) {
-    reader_behind(slice, granularity, false)
-}
-
-/// The same; `task`: the spinner is a preemptible async task
-/// (`turquoise::spawn`), not a green thread (its counters then zero).
-fn reader_behind(slice: Duration, granularity: Duration, task: bool) -> (Duration, ThreadStats) {
     let rt = runtime(slice, granularity);
     let (mut a, mut b) = UnixStream::pair().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -59,15 +53,12 @@ fn reader_behind(slice: Duration, granularity: Duration, task: bool) -> (Duratio
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let (stop3, started2) = (stop.clone(), started.clone());
-        let spin = move || {
-            started2.store(true, Ordering::Relaxed);
-            spin_until(&stop3);
-        };
-        let (spinner, spinner_task) = if task {
-            (None, Some(turquoise::spawn(async move { spin() })))
-        } else {
-            (Some(Builder::new().spawn(spin).unwrap()), None)
-        };
+        let spinner = Builder::new()
+            .spawn(move || {
+                started2.store(true, Ordering::Relaxed);
+                spin_until(&stop3);
+            })
+            .unwrap();
         let writer = std::thread::spawn(move || {
             while !started.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_micros(200));
@@ -77,13 +68,8 @@ fn reader_behind(slice: Duration, granularity: Duration, task: bool) -> (Duratio
             a.write_all(b"x").unwrap();
         });
         let waited = reader.await.unwrap();
-        let stats = spinner.as_ref().map(|s| s.thread_stats()).unwrap_or_default();
-        if let Some(s) = spinner {
-            s.await.unwrap();
-        }
-        if let Some(t) = spinner_task {
-            t.await.unwrap();
-        }
+        let stats = spinner.thread_stats();
+        spinner.await.unwrap();
         writer.join().unwrap();
         (waited, stats)
     })
@@ -97,16 +83,6 @@ fn a_long_run_is_cut_soon_after_a_read_becomes_ready() {
             // 400 ms slice.
             let (waited, _) = reader_behind_spinner(Duration::from_millis(400), Duration::from_millis(1));
             assert!(waited < Duration::from_millis(150), "round {round}: the reader waited {waited:?} behind a spinner with 1 ms granularity");
-        }
-    });
-}
-
-#[test]
-fn a_preemptible_task_is_cut_soon_after_a_read_becomes_ready() {
-    within(Duration::from_secs(60), "cut a task for a ready read", || {
-        for round in 0..5 {
-            let (waited, _) = reader_behind(Duration::from_millis(400), Duration::from_millis(1), true);
-            assert!(waited < Duration::from_millis(150), "round {round}: the reader waited {waited:?} behind a spinning task with 1 ms granularity");
         }
     });
 }

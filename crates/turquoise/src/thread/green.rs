@@ -517,14 +517,10 @@ impl<T: Send + 'static> Future for Green<T> {
             // Looks for waiting work at intervals of the worker's pace, and
             // lets the run go on while none waits (`pace.rs`).
             let look = crate::pace::Look {
-                waits: &crate::scheduler::work_waits,
+                waits: &|| crate::scheduler::work_waits() || super::poller::ready_now(),
                 others: &|| LIVE.with(|l| l.borrow().len() > 1),
             };
-            let run = crate::pace::run(this.slice, start, &look, |step| {
-                let r = linger::resume_contained(l, step);
-                let stopped = matches!(r, Ok(None)) && matches!(l, Linger::Continuation(c) if !c.yielded());
-                (r, stopped)
-            });
+            let run = crate::pace::run(l, this.slice, start, &look);
             if run.looks > 0 {
                 g.status.counters.looked(run.looks);
                 if let Some(w) = worker {

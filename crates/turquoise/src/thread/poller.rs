@@ -234,6 +234,16 @@ pub(crate) fn remove(fds: &[(RawFd, Interest)], cell: &Rc<WaitCell>) {
     });
 }
 
+/// Events wait in this worker's epoll set: a descriptor one of its parked
+/// green threads waits on is ready (or was closed). One `poll` with no
+/// timeout, which consumes nothing. False without a table.
+pub(crate) fn ready_now() -> bool {
+    let Some(fd) = POLLER.with(|p| p.borrow().as_ref().map(|p| p.ep.as_raw_fd())) else { return false };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid `pollfd`, no timeout.
+    unsafe { libc::poll(&mut pfd, 1, 0) > 0 }
+}
+
 /// This worker's table, made if need be.
 fn poller() -> Option<Rc<Poller>> {
     if let Some(p) = POLLER.with(|p| p.borrow().clone()) {
@@ -287,8 +297,6 @@ impl Poller {
         // SAFETY: the registration owns `ep`: open, and the same epoll set,
         // until the table (and the registration with it) is dropped.
         let ep = unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) }.ok()?;
-        // Events waiting in it are work waiting for the worker (`pace.rs`).
-        crate::scheduler::watch_ready(ep.as_raw_fd());
         Some(Poller { ep, waits: RefCell::new(crate::id_map::IdMap::default()) })
     }
 
