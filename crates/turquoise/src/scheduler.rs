@@ -155,7 +155,7 @@ pub(crate) struct Scheduler {
     /// How long a stopped task waits at most for tasks at rest: the slice.
     patience: Duration,
     /// Green threads' granularity (`pace.rs`).
-    pub(crate) granularity: Duration,
+    granularity: Duration,
 }
 
 thread_local! {

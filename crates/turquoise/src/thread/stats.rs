@@ -213,9 +213,9 @@ impl Default for Status {
 }
 
 impl Status {
-    /// Switched in: returns the ticks it waited as runnable. The switch-in
-    /// time goes in `detail` (what the dump shows as "running for").
-    /// Also returns the time (`ticks`).
+    /// Switched in: returns the ticks it waited as runnable, and the
+    /// switch-in time (`ticks`), which also goes in `detail` (what the dump
+    /// shows as "running for").
     pub(crate) fn running(&self) -> (u64, u64) {
         let now = ticks();
         let since = self.since.swap(0, Ordering::Relaxed);
