@@ -222,7 +222,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_body::<F>(Body::Preemptible(preemptible(fut, self.inner.slice)), None)
+        self.spawn_body::<F>(Body::Preemptible(preemptible(fut, self.inner.slice)))
     }
 
     /// Spawns a task that is never preempted (it yields only at its awaits).
@@ -231,7 +231,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_body(Body::Cooperative(Box::pin(fut)), None)
+        self.spawn_body(Body::Cooperative(Box::pin(fut)))
     }
 
     /// Runs blocking code on a tokio blocking pool (untouched by turquoise):
@@ -270,18 +270,9 @@ impl Handle {
         self.inner.io
     }
 
-    /// Runs a green thread as a task.
-    pub(crate) fn spawn_green<T: Send + 'static>(&self, green: crate::thread::Green<T>) -> JoinHandle<T> {
-        self.spawn_green_on(green, None)
-    }
-
-    /// [`Handle::spawn_green`], on worker `home` only (an activity: every
-    /// run of it, the first included, goes to that worker's ready queue).
-    pub(crate) fn spawn_green_on<T: Send + 'static>(&self, green: crate::thread::Green<T>, home: Option<usize>) -> JoinHandle<T> {
-        let g = green.shared().clone();
-        let h = self.spawn_body::<std::future::Pending<T>>(Body::Green(green), home);
-        let _ = h.shared.green.set(g);
-        h
+    /// The workers (green threads are queued there directly).
+    pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.inner.sched
     }
 
     /// The index of the calling thread among this runtime's workers.
@@ -289,16 +280,12 @@ impl Handle {
         crate::scheduler::worker_of(&self.inner.sched)
     }
 
-    fn spawn_body<F>(&self, body: Body<F>, home: Option<usize>) -> JoinHandle<F::Output>
+    fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         let shared = Shared::new();
-        if let Some(w) = home {
-            // Before it is first scheduled: `schedule` reads it.
-            shared.home.store(w + 1, std::sync::atomic::Ordering::Relaxed);
-        }
         let fut = TaskFuture { body: Some(body), shared: shared.clone() };
         // Weak: queued tasks hold their schedule function, and the
         // scheduler holds queued tasks.
@@ -310,7 +297,7 @@ impl Handle {
         let (runnable, task) = async_task::Builder::new().metadata(shared.clone()).spawn(move |_| fut, schedule);
         *shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(runnable.waker());
         self.inner.sched.spawn(runnable);
-        JoinHandle { task: Some(task.fallible()), shared }
+        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), shared }
     }
 }
 

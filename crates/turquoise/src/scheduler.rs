@@ -45,6 +45,59 @@ use crate::task::Shared;
 
 pub(crate) type Task = Runnable<Arc<Shared>>;
 
+/// What the queues hold: an async task, or a green thread (which is not a
+/// task: the worker resumes it itself, `thread/green.rs`).
+pub(crate) enum Job {
+    Task(Task),
+    Green(GreenJob),
+}
+
+/// A green thread as the workers see it.
+pub(crate) trait Run: Send + Sync {
+    /// Resumes it, on the worker that took it: where it goes next.
+    fn run(&self) -> Ran;
+    /// It leaves a queue unrun (shutdown): ended here if it may be.
+    fn dropped_unrun(&self);
+}
+
+/// How a green thread's run ended.
+pub(crate) enum Ran {
+    /// It waits (parked; its wake-up queues it again) or it has ended.
+    Off,
+    /// It yielded, or was woken while it parked: behind this worker's
+    /// other ready work.
+    Ready,
+    /// Its slice ran out: behind the work at rest (`pinned`).
+    Stopped,
+}
+
+/// A green thread's place in a queue (at most one at a time: its state
+/// says so, `thread/green.rs`). Dropped unrun, it says so to the thread.
+pub(crate) struct GreenJob(Option<Arc<dyn Run>>);
+
+impl GreenJob {
+    pub(crate) fn new(r: Arc<dyn Run>) -> GreenJob {
+        GreenJob(Some(r))
+    }
+
+    fn run(&self) -> Ran {
+        self.0.as_ref().map_or(Ran::Off, |r| r.run())
+    }
+
+    /// Leaves the queues after a run (not a drop unrun).
+    fn release(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GreenJob {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.dropped_unrun();
+        }
+    }
+}
+
 /// How often a worker looks at the injector before its own queues (as
 /// tokio's 61: new tasks from outside are not starved by local ones). It
 /// also looks there first after any poll that used a whole slice
@@ -129,14 +182,14 @@ impl<T> Inbox<T> {
 
 /// One worker's shared side.
 pub(crate) struct Slot {
-    stealer: Stealer<Task>,
+    stealer: Stealer<Job>,
     /// With when each was stopped.
-    pinned: Inbox<(Instant, Task)>,
+    pinned: Inbox<(Instant, Job)>,
     /// Started green threads of this worker woken after a park or a yield
     /// by another thread: at rest, but never stolen (their frames may hold
     /// this thread's thread-local addresses). Those the worker wakes itself
     /// (a green thread waking another, its drivers) go to `READY_HERE`.
-    ready: Inbox<Task>,
+    ready: Inbox<Job>,
     /// The waker of the worker's loop while it waits for work.
     waker: Mutex<Option<Waker>>,
     /// The worker waits in tokio's driver (read on its own thread only:
@@ -147,7 +200,7 @@ pub(crate) struct Slot {
 
 pub(crate) struct Scheduler {
     pub(crate) slots: Vec<Slot>,
-    injector: Injector<Task>,
+    injector: Injector<Job>,
     /// Workers asleep (or about to be), by index.
     sleepers: Mutex<Vec<usize>>,
     n_sleepers: AtomicUsize,
@@ -212,6 +265,23 @@ pub(crate) fn work_waits() -> bool {
         || !slot.pinned.looks_empty()
 }
 
+/// Queues a woken green thread of `sched` (see [`Scheduler::schedule_green`]);
+/// dropped if the runtime is gone. On one of `sched`'s workers (the usual
+/// case: a green thread or a driver of its worker wakes it) the scheduler is
+/// reached without touching its reference count.
+pub(crate) fn wake_green(sched: &std::sync::Weak<Scheduler>, job: GreenJob, home: usize) {
+    let (s, _) = WORKER.with(|w| w.get());
+    if std::ptr::eq(s, sched.as_ptr()) {
+        // SAFETY: as in `count_poll` (`s` is non-null: `Weak::as_ptr` of a
+        // scheduler that a worker runs, equal to `WORKER`'s).
+        let s = unsafe { &*s };
+        return s.schedule_green(job, home);
+    }
+    if let Some(s) = sched.upgrade() {
+        s.schedule_green(job, home);
+    }
+}
+
 /// The index of the worker the calling thread is, of `sched` only.
 pub(crate) fn worker_of(sched: &Scheduler) -> Option<usize> {
     WORKER.with(|w| {
@@ -230,8 +300,8 @@ pub(crate) fn current_worker() -> Option<usize> {
 
 impl Scheduler {
     /// A scheduler of `n` workers, and their owned queues (for `run`).
-    pub(crate) fn new(n: usize, patience: Duration, granularity: Duration) -> (Arc<Scheduler>, Vec<Deque<Task>>) {
-        let locals: Vec<Deque<Task>> = (0..n).map(|_| Deque::new_fifo()).collect();
+    pub(crate) fn new(n: usize, patience: Duration, granularity: Duration) -> (Arc<Scheduler>, Vec<Deque<Job>>) {
+        let locals: Vec<Deque<Job>> = (0..n).map(|_| Deque::new_fifo()).collect();
         let slots = locals
             .iter()
             .map(|d| Slot {
@@ -257,39 +327,52 @@ impl Scheduler {
 
     /// Where a woken task goes (async-task's schedule function).
     pub(crate) fn schedule(&self, task: Task, info: ScheduleInfo) {
+        // A yield and a wake both go to the back (FIFO).
+        let _ = info;
+        let pinned = task.metadata().pinned.load(Ordering::Relaxed);
+        self.place(Job::Task(task), pinned, 0);
+    }
+
+    /// Queues a green thread: `home` is 1 + its worker once it has one (0:
+    /// any worker may take it).
+    pub(crate) fn schedule_green(&self, job: GreenJob, home: usize) {
+        self.place(Job::Green(job), 0, home);
+    }
+
+    /// Queues `job`: on worker `pinned - 1`'s stopped queue, on worker
+    /// `home - 1`'s ready queue, or where any worker may take it.
+    fn place(&self, job: Job, pinned: usize, home: usize) {
         if self.shutdown.load(Ordering::Acquire) {
             // No worker will run it: cancelled (its handle says so).
-            drop(task);
+            drop(job);
             return;
         }
-        let pinned = task.metadata().pinned.load(Ordering::Relaxed);
         if pinned != 0 {
             let slot = &self.slots[pinned - 1];
-            slot.pinned.push((Instant::now(), task));
+            slot.pinned.push((Instant::now(), job));
             self.notify(pinned - 1);
             return;
         }
-        let home = task.metadata().home.load(Ordering::Relaxed);
         if home != 0 {
             let w = home - 1;
             let me = WORKER.with(|w| w.get());
             let here = std::ptr::eq(me.0, self) && me.1 == w;
             // Woken by the worker itself: its own queue, no lock (the
-            // borrow is never held across a poll; if it were, the shared
+            // borrow is never held across a run; if it were, the shared
             // queue takes it).
-            let task = if here {
+            let job = if here {
                 READY_HERE.with(|r| match r.try_borrow_mut() {
                     Ok(mut r) => {
-                        r.push_back(task);
+                        r.push_back(job);
                         None
                     }
-                    Err(_) => Some(task),
+                    Err(_) => Some(job),
                 })
             } else {
-                Some(task)
+                Some(job)
             };
-            if let Some(task) = task {
-                self.slots[w].ready.push(task);
+            if let Some(job) = job {
+                self.slots[w].ready.push(job);
             }
             // The worker itself looks at its queues before it waits again,
             // unless it waits already (woken by its driver).
@@ -298,22 +381,20 @@ impl Scheduler {
             }
             return;
         }
-        // A yield and a wake both go to the back (FIFO).
-        let _ = info;
         let me = WORKER.with(|w| w.get());
-        let task = if std::ptr::eq(me.0, self) {
+        let job = if std::ptr::eq(me.0, self) {
             LOCAL.with(|l| match l.try_borrow().ok().as_ref().and_then(|d| d.as_ref()) {
                 Some(deque) => {
-                    deque.push(task);
+                    deque.push(job);
                     None
                 }
-                None => Some(task),
+                None => Some(job),
             })
         } else {
-            Some(task)
+            Some(job)
         };
-        match task {
-            Some(task) => self.injector.push(task),
+        match job {
+            Some(job) => self.injector.push(job),
             // Woken by this worker's own driver while it waits: it runs the
             // task itself, next (where the I/O was registered).
             None if self.slots[me.1].waiting.load(Ordering::Relaxed) => return self.notify(me.1),
@@ -358,7 +439,7 @@ impl Scheduler {
 
     /// Worker `me`'s loop, until shutdown: the future its thread's tokio
     /// runtime blocks on.
-    pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Task>) {
+    pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Job>) {
         WORKER.with(|w| w.set((Arc::as_ptr(&self), me)));
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
         crate::pace::start(self.granularity);
@@ -377,11 +458,11 @@ impl Scheduler {
                 drop(t);
             }
         }
-        let left: Vec<(Instant, Task)> = self.slots[me].pinned.drain();
+        let left: Vec<(Instant, Job)> = self.slots[me].pinned.drain();
         drop(left);
-        let ready: Vec<Task> = self.slots[me].ready.drain();
+        let ready: Vec<Job> = self.slots[me].ready.drain();
         drop(ready);
-        let here: VecDeque<Task> = READY_HERE.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        let here: VecDeque<Job> = READY_HERE.with(|r| std::mem::take(&mut *r.borrow_mut()));
         drop(here);
         // Green threads that started here and wait elsewhere (parked on a
         // timer, a channel, a join): ended here, on their home.
@@ -407,17 +488,35 @@ impl Scheduler {
             // The deque is borrowed only to take a task, never while one
             // runs (a task's wakes push on it).
             let next = LOCAL.with(|l| self.next(me, l.borrow().as_ref().expect("worker deque"), turn));
-            let Some(task) = next else {
+            let Some(job) = next else {
                 if self.wait(me, cx) {
                     return Poll::Pending;
                 }
                 continue;
             };
-            let shared = task.metadata().clone();
-            task.run();
+            let stopped = match job {
+                Job::Task(task) => {
+                    let shared = task.metadata().clone();
+                    task.run();
+                    // Stopped: pinned here, so not running anywhere else.
+                    shared.pinned.load(Ordering::Relaxed) != 0
+                }
+                Job::Green(g) => match g.run() {
+                    Ran::Off => {
+                        g.release();
+                        false
+                    }
+                    Ran::Ready => {
+                        READY_HERE.with(|r| r.borrow_mut().push_back(Job::Green(g)));
+                        false
+                    }
+                    Ran::Stopped => {
+                        slot.pinned.push((Instant::now(), Job::Green(g)));
+                        true
+                    }
+                },
+            };
             polls += 1;
-            // Stopped: pinned here, so not running anywhere else.
-            let stopped = shared.pinned.load(Ordering::Relaxed) != 0;
             // A stopped poll took a whole slice: look at the drivers now, as
             // after a batch (a request that arrived meanwhile is seen within
             // a slice, not within a batch of slices).
@@ -457,7 +556,7 @@ impl Scheduler {
         true
     }
 
-    fn next(&self, me: usize, local: &Deque<Task>, turn: &mut Turn) -> Option<Task> {
+    fn next(&self, me: usize, local: &Deque<Job>, turn: &mut Turn) -> Option<Job> {
         let slot = &self.slots[me];
         let tick = turn.tick;
         if tick.is_multiple_of(INJECTOR_INTERVAL) || SLICE_USED.with(|s| s.replace(false)) {
@@ -508,7 +607,7 @@ impl Scheduler {
         self.steal(me, local, tick)
     }
 
-    fn take_injector(&self, local: &Deque<Task>) -> Option<Task> {
+    fn take_injector(&self, local: &Deque<Job>) -> Option<Job> {
         loop {
             match self.injector.steal_batch_and_pop(local) {
                 Steal::Success(t) => return Some(t),
@@ -518,7 +617,7 @@ impl Scheduler {
         }
     }
 
-    fn steal(&self, me: usize, local: &Deque<Task>, tick: u64) -> Option<Task> {
+    fn steal(&self, me: usize, local: &Deque<Job>, tick: u64) -> Option<Job> {
         let n = self.slots.len();
         // Start somewhere different each time (cheap, not random).
         let start = (me + 1 + tick as usize) % n;
@@ -561,12 +660,18 @@ impl Scheduler {
     pub(crate) fn spawn(&self, task: Task) {
         task.schedule();
     }
+
+    /// Hands a new green thread to the workers: to any (`home` 0), or to
+    /// worker `home - 1` (an activity).
+    pub(crate) fn spawn_green(&self, job: GreenJob, home: usize) {
+        self.schedule_green(job, home);
+    }
 }
 
 thread_local! {
     /// Started green threads of this worker woken by the worker itself (see
     /// `Slot::ready`).
-    static READY_HERE: std::cell::RefCell<VecDeque<Task>> = const { std::cell::RefCell::new(VecDeque::new()) };
+    static READY_HERE: std::cell::RefCell<VecDeque<Job>> = const { std::cell::RefCell::new(VecDeque::new()) };
     /// This worker's own deque, while `run` is on the stack.
-    static LOCAL: std::cell::RefCell<Option<Deque<Task>>> = const { std::cell::RefCell::new(None) };
+    static LOCAL: std::cell::RefCell<Option<Deque<Job>>> = const { std::cell::RefCell::new(None) };
 }

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
+use futures_util::task::AtomicWaker;
+
 use crate::counters::PollCounters;
 use crate::future::{PollStats, Preemptible};
 
@@ -24,12 +26,10 @@ pub(crate) struct Shared {
     /// (0: not stopped, it may run anywhere). Written by the polling
     /// worker before async-task can schedule the task again.
     pub(crate) pinned: AtomicUsize,
-    /// 1 + the worker a started green thread lives on (0: none): woken at
-    /// rest, it goes to that worker's ready queue. Written like `pinned`.
-    pub(crate) home: AtomicUsize,
     /// The task's counters, for its handle.
     counters: PollCounters,
-    /// A green thread's own record (its counters), set at spawn.
+    /// A green thread's own record (its counters, its abort), set at spawn:
+    /// a green thread is not a task, this is its handle's side.
     pub(crate) green: std::sync::OnceLock<Arc<crate::thread::GreenShared>>,
 }
 
@@ -39,7 +39,6 @@ impl Shared {
             aborted: AtomicBool::new(false),
             waker: Mutex::new(None),
             pinned: AtomicUsize::new(0),
-            home: AtomicUsize::new(0),
             green: std::sync::OnceLock::new(),
             counters: PollCounters::default(),
         })
@@ -48,6 +47,9 @@ impl Shared {
     /// Cancels the task at its next turn (see `JoinHandle::abort`); nothing
     /// once it has finished.
     fn abort(&self) {
+        if let Some(g) = self.green.get() {
+            return g.abort();
+        }
         self.aborted.store(true, Ordering::Release);
         // A finished task's future is gone, and its waker with it.
         let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -140,8 +142,6 @@ where
 {
     Preemptible(Preemptible<F::Output>),
     Cooperative(Pin<Box<F>>),
-    /// A green thread (`F` is only a marker of the output type).
-    Green(crate::thread::Green<F::Output>),
 }
 
 /// The whole task: its body, aborts, and panics caught for the handle.
@@ -169,7 +169,6 @@ where
             // handle learns which.
             let reclaimed = match this.body.as_mut() {
                 Some(Body::Preemptible(p)) => p.is_stopped(),
-                Some(Body::Green(g)) => g.cancel() == linger::Cancelled::Reclaimed,
                 _ => false,
             };
             this.body = None;
@@ -180,11 +179,9 @@ where
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| match body {
             Body::Preemptible(p) => Pin::new(p).poll(cx),
             Body::Cooperative(f) => f.as_mut().poll(cx),
-            Body::Green(g) => Pin::new(g).poll(cx),
         }));
         let (preempted, how) = match this.body {
             Some(Body::Preemptible(ref p)) => (p.is_stopped(), p.last_preemption()),
-            Some(Body::Green(ref g)) => (g.is_stopped(), g.last_preemption()),
             _ => (false, None),
         };
         this.shared.count(preempted, how);
@@ -195,17 +192,9 @@ where
                 Poll::Ready(Ok(v))
             }
             Ok(Poll::Pending) => {
-                let (stopped, started) = match this.body {
-                    Some(Body::Preemptible(ref p)) => (p.is_stopped(), false),
-                    Some(Body::Green(ref g)) => (g.is_stopped(), g.is_started()),
-                    _ => (false, false),
-                };
+                let stopped = matches!(this.body, Some(Body::Preemptible(ref p)) if p.is_stopped());
                 let here = crate::scheduler::current_worker().map_or(0, |w| w + 1);
                 this.shared.pinned.store(if stopped { here } else { 0 }, Ordering::Relaxed);
-                // A started green thread never leaves its worker.
-                if started && this.shared.home.load(Ordering::Relaxed) == 0 {
-                    this.shared.home.store(here, Ordering::Relaxed);
-                }
                 Poll::Pending
             }
             Err(panic) => {
@@ -231,9 +220,63 @@ where
 /// the task's value, or why there is none. Dropping it detaches the task,
 /// which goes on running; [`abort`](JoinHandle::abort) cancels it.
 pub struct JoinHandle<T> {
-    /// Fallible: a task dropped unrun (with its runtime) gives `None`.
-    pub(crate) task: Option<async_task::FallibleTask<Result<T, JoinError>, Arc<Shared>>>,
+    /// What it waits on; `None` once it has given the value.
+    pub(crate) wait: Option<Wait<T>>,
     pub(crate) shared: Arc<Shared>,
+}
+
+/// Where a handle's value comes from.
+pub(crate) enum Wait<T> {
+    /// A task's: fallible, a task dropped unrun (with its runtime) gives
+    /// `None`.
+    Task(async_task::FallibleTask<Result<T, JoinError>, Arc<Shared>>),
+    /// A green thread's, which is not a task (`thread/green.rs`).
+    Cell(Arc<JoinCell<T>>),
+}
+
+/// Where a green thread leaves its value, or why there is none, for its
+/// handle: written once, by the worker that ran (or ended) it.
+pub(crate) struct JoinCell<T> {
+    value: Mutex<Option<Result<T, JoinError>>>,
+    done: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl<T> JoinCell<T> {
+    pub(crate) fn new() -> Arc<JoinCell<T>> {
+        Arc::new(JoinCell { value: Mutex::new(None), done: AtomicBool::new(false), waker: AtomicWaker::new() })
+    }
+
+    /// Leaves the outcome, if none was left before (a thread ended twice,
+    /// by its worker and at shutdown, keeps the first).
+    pub(crate) fn complete(&self, r: Result<T, JoinError>) {
+        {
+            let mut v = self.value.lock().unwrap_or_else(|e| e.into_inner());
+            if self.done.load(Ordering::Relaxed) {
+                return;
+            }
+            *v = Some(r);
+            self.done.store(true, Ordering::Release);
+        }
+        self.waker.wake();
+    }
+
+    fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        if !self.is_done() {
+            self.waker.register(cx.waker());
+            // Registered first, looked second: a completion after the look
+            // finds the waker.
+            if !self.is_done() {
+                return Poll::Pending;
+            }
+        }
+        let v = self.value.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Poll::Ready(v.unwrap_or(Err(JoinError::Cancelled)))
+    }
 }
 
 impl<T> JoinHandle<T> {
@@ -243,7 +286,7 @@ impl<T> JoinHandle<T> {
     /// (`docs/safety.md`, "turquoise"). Awaiting the handle then gives
     /// `JoinError::Cancelled`, unless the task had finished already.
     pub fn abort(&self) {
-        if self.task.is_some() {
+        if self.wait.is_some() {
             self.shared.abort();
         }
     }
@@ -258,7 +301,10 @@ impl<T> JoinHandle<T> {
     /// preemptions and the worst overrun (all zero but polls for a
     /// cooperative task).
     pub fn stats(&self) -> PollStats {
-        self.shared.counters.get()
+        match self.shared.green.get() {
+            Some(g) => g.polls.get(),
+            None => self.shared.counters.get(),
+        }
     }
 
     /// A green thread's counters (None for other tasks).
@@ -268,7 +314,11 @@ impl<T> JoinHandle<T> {
 
     /// Has the task finished (returned, panicked or been cancelled)?
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
+        match &self.wait {
+            None => true,
+            Some(Wait::Task(t)) => t.is_finished(),
+            Some(Wait::Cell(c)) => c.is_done(),
+        }
     }
 }
 
@@ -295,20 +345,21 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(task) = self.task.as_mut() else { panic!("turquoise: JoinHandle polled after completion") };
-        match Pin::new(task).poll(cx) {
-            Poll::Ready(r) => {
-                self.task = None;
-                Poll::Ready(r.unwrap_or(Err(JoinError::Cancelled)))
-            }
-            Poll::Pending => Poll::Pending,
+        let r = match self.wait.as_mut() {
+            None => panic!("turquoise: JoinHandle polled after completion"),
+            Some(Wait::Task(task)) => Pin::new(task).poll(cx).map(|r| r.unwrap_or(Err(JoinError::Cancelled))),
+            Some(Wait::Cell(c)) => c.poll(cx),
+        };
+        if r.is_ready() {
+            self.wait = None;
         }
+        r
     }
 }
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
+        if let Some(Wait::Task(t)) = self.wait.take() {
             t.detach();
         }
     }

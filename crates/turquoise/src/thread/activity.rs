@@ -75,7 +75,7 @@ use crate::task::JoinError;
 
 std::thread_local! {
     /// Slices that ended while the worker's current activity ran (linger's
-    /// cooperative resume bumps it; `Green::poll` clears it around each
+    /// cooperative resume bumps it; the thread's run clears it around each
     /// resume). A turquoise thread-local: the worker's own, never part of a
     /// green thread's image (`tls.rs`).
     pub(super) static DUE: AtomicU32 = const { AtomicU32::new(0) };
@@ -144,7 +144,7 @@ impl Builder {
     {
         let not_here = || io::Error::other("turquoise: spawn_local outside a worker of a turquoise runtime");
         let handle = Handle::try_current().ok_or_else(not_here)?;
-        let worker = handle.current_worker().ok_or_else(not_here)?;
+        handle.current_worker().ok_or_else(not_here)?;
         // The caller shares `f`'s data: it must not be stopped half-way
         // through it either (a preemptive green thread or poll would be).
         // (Inside an activity, a preemptible function it launched counts as
@@ -163,11 +163,11 @@ impl Builder {
             let f = body.into_inner();
             HomeBound::new(f())
         };
-        // SAFETY: we are on `worker`, and the task goes to that worker only
-        // (`spawn_green_on`); `run` and its result cross no thread: see
-        // `HomeBound` and `Green::new_local`.
-        let g = unsafe { green::Green::new_local(run, thread.clone(), self.stack_size, slice, !self.shared_thread_locals) }.map_err(super::linger_error)?;
-        let task = handle.spawn_green_on(g, Some(worker));
+        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true };
+        // SAFETY: we are on a worker of `handle` (checked above), where the
+        // activity stays (`green::spawn_local`); `run` and its result cross
+        // no thread: see `HomeBound`.
+        let task = unsafe { green::spawn_local(&handle, run, spec) }.map_err(super::linger_error)?;
         Ok(LocalJoinHandle { inner: JoinHandle { task, thread }, _not_send: PhantomData })
     }
 }

@@ -1,72 +1,112 @@
-//! The green thread as a runtime task: a linger function resumed by polls.
+//! The green thread: a linger function that its worker resumes itself.
 //!
-//! Each poll of the task resumes the function for at most its slice. The
-//! function ends a poll in one of three ways:
+//! A green thread is not an async task. The workers' queues hold it
+//! directly (`scheduler::Job::Green`), a wake-up queues the thread's own
+//! record, and the worker's loop resumes its function for at most its slice
+//! (`Run::run` here). A run ends in one of three ways:
 //!
 //! - it *parks* ([`park`]): it asked to wait (a future it blocks on is
-//!   pending) and paused; the task returns `Pending` and runs again when its
-//!   waker fires;
-//! - it *yields* ([`yield_now`]): the task wakes itself and goes behind the
-//!   other runnable work;
+//!   pending) and paused; it is off the queues until its waker fires;
+//! - it *yields* ([`yield_now`]): it goes behind the worker's other ready
+//!   work;
 //! - its slice ran out anywhere else: stopped, it is queued behind the work
 //!   at rest (the scheduler's stopped queue), as a preempted poll is.
+//!
+//! **Queued once.** `state` says where the thread is: queued, running,
+//! parked (idle) or done. Only a wake-up that finds it idle queues it (a
+//! compare-and-swap), so it is in one queue at most, and run by one worker
+//! at a time.
 //!
 //! **Where it runs.** Until its first instruction a green thread may be
 //! stolen by any worker (nothing of any thread is in its frames yet). From
 //! then on it runs on that worker only (its *home*): every later wake-up is
-//! routed there (`Shared::home`, `Shared::pinned`). Code caches thread-local
-//! addresses and values across any call, including the call that parks, so
-//! no later point is safe to move it (`docs/safety.md`, "Green threads").
+//! queued there. Code caches thread-local addresses and values across any
+//! call, including the call that parks, so no later point is safe to move
+//! it (`docs/safety.md`, "Green threads").
 //!
 //! **Thread-locals.** Around each resume the worker swaps in the thread's
 //! image of the program's thread-locals (`tls.rs`), and swaps it out after.
 //!
 //! **No lost wake-up.** A park sets `why` and pauses. The slice may end
-//! between the two (then the poll sees a stop, not a park, and the thread
+//! between the two (then the run sees a stop, not a park, and the thread
 //! pauses at its next resume); a wake may come at any point. The waker sets
-//! `woken` before waking the task, and the thread clears it before each
-//! look at what it waits for: a poll that ends in a park with `woken` set
-//! wakes its task again (as `future.rs` does for preemptible futures).
+//! `woken`, then (after a fence) queues the thread if it finds it idle; the
+//! worker, after a park, marks it idle, then (after a fence) looks at
+//! `woken` and queues it itself if it was set. One of the two sees the
+//! other; the compare-and-swap lets only one queue it. The thread clears
+//! `woken` before each look at what it waits for.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
-use futures_util::task::AtomicWaker;
 use linger::Linger;
 
 use super::stats::{self, Cause, Status};
 use super::tls::{self, Image};
 use super::Thread;
+use crate::counters::PollCounters;
+use crate::scheduler::{GreenJob, Ran, Run, Scheduler};
+use crate::task::{JoinCell, JoinError, JoinHandle, Shared, Wait};
 
-/// Why the function paused (read by the poll that resumed it).
+/// Why the function paused (read by the run that resumed it).
 const NONE: u8 = 0;
 const PARK: u8 = 1;
 const YIELD: u8 = 2;
+
+/// Where the thread is (`GreenShared::state`).
+/// Parked: off the queues; a wake-up queues it.
+const IDLE: u8 = 0;
+/// In a queue (new, ready, or stopped).
+const QUEUED: u8 = 1;
+/// Being resumed by its worker.
+const RUNNING: u8 = 2;
+/// Ended (returned, panicked, cancelled): never queued again.
+const DONE: u8 = 3;
 
 /// A destructor of a thread-local registered inside a green thread (std's
 /// `thread_local!` values with `Drop`, through `__cxa_thread_atexit_impl`).
 type Dtor = (unsafe extern "C" fn(*mut libc::c_void), usize);
 
-/// What the thread's own code and its task share.
+/// A green thread's record: what its code, its waker, its worker and its
+/// handle share.
 pub(crate) struct GreenShared {
-    /// The task that polled the thread last.
-    outer: AtomicWaker,
     /// A wake-up came since the thread last looked (see the module doc).
     woken: AtomicBool,
     why: AtomicU8,
+    /// `IDLE`, `QUEUED`, `RUNNING` or `DONE`.
+    state: AtomicU8,
+    /// Its handle asked to cancel it.
+    aborted: AtomicBool,
     pub(crate) thread: Thread,
     /// The thread has its own image of the thread-locals.
     own_tls: bool,
+    /// Its slice; for an activity, the period of its yield checks' flag.
+    slice: Duration,
+    /// An activity: resumed cooperatively (never stopped by its slice).
+    cooperative: bool,
+    /// The home worker's token (0 before the first resume).
+    home: AtomicUsize,
+    /// 1 + the home worker's index (0 before the first resume).
+    home_worker: AtomicUsize,
+    sched: Weak<Scheduler>,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
     /// Where it is, what it waits on, its counters.
     pub(crate) status: Status,
+    /// Its resumes as polls (its handle's `stats`).
+    pub(crate) polls: PollCounters,
+    /// The function, its image and where its value goes.
+    body: UnsafeCell<Option<Box<dyn Body>>>,
 }
+
+// SAFETY: `body` is touched only on one thread at a time: before the first
+// resume by the worker that took the thread from a queue (it is in one queue
+// at most, `state`), and from then on only on the home worker, by its runs
+// and by its ending (`end`, never during a run). Everything in it is `Send`.
+unsafe impl Sync for GreenShared {}
 
 impl Wake for GreenShared {
     fn wake(self: Arc<Self>) {
@@ -74,9 +114,13 @@ impl Wake for GreenShared {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
-        // After the flag: see `Status::parked`.
+        // After the flag, with a fence: see `Status::parked` and the module
+        // doc.
         self.status.woken();
-        self.outer.wake();
+        if self.state.load(Ordering::Relaxed) == IDLE && self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            let home = self.home_worker.load(Ordering::Relaxed);
+            crate::scheduler::wake_green(&self.sched, GreenJob::new(self.clone()), home);
+        }
     }
 }
 
@@ -85,7 +129,7 @@ std::thread_local! {
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// This worker's started green threads, by id, for shutdown: each is
     /// cancelled here, on its home, before the worker's thread ends.
-    static LIVE: RefCell<crate::id_map::IdMap<u64, Arc<dyn Kill>>> = RefCell::new(crate::id_map::IdMap::default());
+    static LIVE: RefCell<crate::id_map::IdMap<u64, Arc<GreenShared>>> = RefCell::new(crate::id_map::IdMap::default());
     /// An address unique to this OS thread while it lives (identifies a
     /// green thread's home).
     static HOME_TOKEN: u8 = const { 0 };
@@ -96,8 +140,8 @@ std::thread_local! {
 /// The running worker's green counters (set around each resume).
 fn with_worker(f: impl FnOnce(&stats::Counters)) {
     let w = WORKER_COUNTERS.with(|c| c.get());
-    // SAFETY: set by `Green::poll` to the worker's own counters (which live
-    // as long as its scheduler, held by the worker during the poll) only
+    // SAFETY: set by `GreenShared::run` to the worker's own counters (which
+    // live as long as its scheduler, held by the worker during the run) only
     // while it resumes a thread; null otherwise.
     if let Some(w) = unsafe { w.as_ref() } {
         f(w);
@@ -116,9 +160,9 @@ fn home_token() -> usize {
 /// The green thread calling, if any.
 pub(crate) fn current() -> Option<&'static GreenShared> {
     let p = CURRENT.with(|c| c.get());
-    // SAFETY: set only while the worker resumes that thread, whose task
-    // holds an `Arc` of it for at least as long; the thread itself (the only
-    // code that runs meanwhile on this worker) reads it.
+    // SAFETY: set only while the worker resumes that thread, whose queue
+    // entry holds an `Arc` of it for at least as long; the thread itself
+    // (the only code that runs meanwhile on this worker) reads it.
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
@@ -166,8 +210,8 @@ pub(crate) fn yield_now() {
 pub(crate) fn begin_look() -> Option<Waker> {
     let g = current()?;
     g.woken.store(false, Ordering::Relaxed);
-    // SAFETY (of the `Arc` below): `g` lives in an `Arc` (the task's); we
-    // make a new strong reference from it.
+    // SAFETY (of the `Arc` below): `g` lives in an `Arc` (its queue
+    // entry's, its list's); we make a new strong reference from it.
     let arc = unsafe {
         Arc::increment_strong_count(g as *const GreenShared);
         Arc::from_raw(g as *const GreenShared)
@@ -216,290 +260,43 @@ fn release_std_thread(g: &GreenShared) {
     }
 }
 
-/// What only the home worker touches once the thread has started.
-struct Body<T> {
+/// How a resume of the function went.
+enum Step {
+    /// It paused: at a park or yield (`yielded`), or stopped by its slice.
+    Paused { yielded: bool },
+    /// It ended; its handle has the outcome.
+    Ended,
+}
+
+/// The typed part of a green thread: its function and where its value
+/// goes, behind a trait so that the record and the queues are not generic.
+trait Body: Send {
+    /// Resumes the function once (the worker's run of it).
+    fn resume(&mut self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step;
+    /// Its image of the thread-locals, if it has its own.
+    fn image(&mut self) -> Option<&mut Image>;
+    /// Cancels the function where it is (not during a resume); `None` if it
+    /// had ended.
+    fn cancel(&mut self) -> Option<linger::Cancelled>;
+    /// Tells the handle why there is no value.
+    fn fail(&self, e: JoinError);
+}
+
+struct Typed<T> {
     linger: Option<Linger<T>>,
     image: Option<Image>,
+    out: Arc<JoinCell<T>>,
 }
 
-/// The thread's function and image, shared by its task and its worker's
-/// list of live threads.
-struct Record<T> {
-    body: UnsafeCell<Body<T>>,
-    /// The home worker's token (0 before the first resume).
-    home: AtomicUsize,
-    shared: Arc<GreenShared>,
-}
-
-// SAFETY: `body` is touched only on one thread at a time: before the first
-// resume by whoever owns the task (it moves between threads as a whole,
-// handed over by the run queues), and from then on only on the home worker,
-// by its polls and by `kill` after its loop has ended (never during a
-// poll). Everything in it is `Send`.
-unsafe impl<T: Send> Sync for Record<T> {}
-
-impl<T: Send> Record<T> {
-    fn on_home(&self) -> bool {
-        let h = self.home.load(Ordering::Relaxed);
-        h == 0 || h == home_token()
-    }
-
-    /// Ends the thread where it is (on its home, or before it started):
-    /// a parked or yielded thread is unwound, a stopped one reclaimed (the
-    /// core's rules, `docs/safety.md`), then its thread-local destructors
-    /// run with its image installed.
-    fn end(&self) -> linger::Cancelled {
-        // SAFETY: see the `Sync` impl: called on the home worker (or by the
-        // task's owner before start), not during a poll of this thread.
-        let body = unsafe { &mut *self.body.get() };
-        let Some(mut l) = body.linger.take() else { return linger::Cancelled::NotNeeded };
-        let started = self.home.load(Ordering::Relaxed) != 0;
-        let set = tls::swap_set().filter(|_| started);
-        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
-            set.swap(img);
-        }
-        // Not `CURRENT`: this runs on the worker's stack, where the thread
-        // cannot park (its blocking calls block the worker meanwhile).
-        let how = l.cancel();
-        run_dtors(&self.shared);
-        if set.is_some() && body.image.is_some() {
-            release_std_thread(&self.shared);
-        }
-        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
-            set.swap(img);
-        }
-        body.image = None;
-        how
-    }
-}
-
-/// Ends a live thread at shutdown (type-erased for the worker's list).
-trait Kill {
-    fn kill(&self);
-}
-
-impl<T: Send> Kill for Record<T> {
-    fn kill(&self) {
-        let _ = self.end();
-        // Its task, woken, is dropped by the stopping scheduler: the join
-        // handle learns that the thread was cancelled.
-        self.shared.outer.wake();
-    }
-}
-
-/// Cancels the green threads that started on this worker and are still
-/// alive: called by the worker when its loop has ended, inside its runtime.
-pub(crate) fn kill_live() {
-    loop {
-        let batch: Vec<Arc<dyn Kill>> = LIVE.try_with(|l| l.borrow_mut().drain().map(|(_, k)| k).collect()).unwrap_or_default();
-        if batch.is_empty() {
-            return;
-        }
-        for k in batch {
-            k.kill();
-        }
-    }
-}
-
-/// The task body of a green thread.
-pub(crate) struct Green<T: Send + 'static> {
-    cell: Arc<Record<T>>,
-    /// Its slice; for an activity, the period of its yield checks' flag.
-    slice: Duration,
-    /// An activity: resumed cooperatively (never stopped by its slice).
-    cooperative: bool,
-    /// The last poll's slice ran out outside a park or yield.
-    stopped: bool,
-    last: Option<linger::Preemption>,
-}
-
-impl<T: Send + 'static> Green<T> {
-    /// Sets the thread up (its stack is taken now, so that running out of
-    /// memory or stacks is the spawner's error), unstarted.
-    /// A green thread; `cooperative`: an activity (see `activity.rs`),
-    /// whose `slice` is the period of its yield checks' flag.
-    pub(crate) fn new<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool, cooperative: bool) -> Result<Green<T>, linger::Error>
-    where
-        F: FnOnce() -> T + Send + 'static,
-    {
-        Green::build(f, thread, stack_size, slice, own_tls, cooperative, false)
-    }
-
-    /// An activity, for the calling worker (see `activity.rs`): started
-    /// here, resumed and ended on this thread only, cooperatively.
-    ///
-    /// # Safety
-    /// Called on a worker thread, whose task for it is then scheduled on
-    /// that worker only (`Handle::spawn_green_on`). `f` and what it returns
-    /// need not be `Send` (the caller wraps them in `activity::HomeBound`):
-    /// the linger function holding `f` is launched here, not migratable,
-    /// the record is homed here from the start (so neither a poll nor a
-    /// drop elsewhere touches it), and the worker ends it at shutdown.
-    pub(crate) unsafe fn new_local<F>(f: F, thread: Thread, stack_size: Option<usize>, slice: Duration, own_tls: bool) -> Result<Green<T>, linger::Error>
-    where
-        F: FnOnce() -> T + Send + 'static,
-    {
-        Green::build(f, thread, stack_size, slice, own_tls, true, true)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn build<F>(
-        f: F,
-        thread: Thread,
-        stack_size: Option<usize>,
-        slice: Duration,
-        own_tls: bool,
-        cooperative: bool,
-        local: bool,
-    ) -> Result<Green<T>, linger::Error>
-    where
-        F: FnOnce() -> T + Send + 'static,
-    {
-        crate::rules::install();
-        let shared = Arc::new(GreenShared {
-            outer: AtomicWaker::new(),
-            woken: AtomicBool::new(false),
-            why: AtomicU8::new(NONE),
-            thread,
-            own_tls,
-            dtors: Mutex::new(Vec::new()),
-            status: Status::default(),
-        });
-        linger::critical(|| stats::register(&shared));
-        let g = shared.clone();
-        // Its thread-locals die with it, on its stack, as a pthread's: after
-        // it returns, panics or exits (`pthread_exit`'s forced unwind runs
-        // this drop too). Panics and exits are not caught here: linger
-        // catches them at the function's base and hands them back as values
-        // (`resume_contained`); a `catch_unwind` here would meet the forced
-        // unwind of a `pthread_exit` and abort the process.
-        struct AtEnd(Arc<GreenShared>);
-        impl Drop for AtEnd {
-            fn drop(&mut self) {
-                run_dtors(&self.0);
-                release_std_thread(&self.0);
-            }
-        }
-        let body = move || {
-            let _at_end = AtEnd(g);
-            f()
-        };
-        // Its blocking calls park it (`park.rs`); a wait inside libc's
-        // synchronisation functions (a pthread mutex held by another green
-        // thread of its worker) is stopped at its slice like any code.
-        // With its own thread-locals it has its own std `Thread` (its image
-        // holds std's current-thread slots), so std's parks and channel
-        // waits are stopped at its slice too (`Builder::stop_in_std_waits`).
-        // (The set is built under a `OnceLock` the worker also takes: not
-        // stopped half-way.)
-        let own_std_thread = own_tls && linger::critical(|| tls::swap_set().is_some());
-        let mut b = linger::Builder::new()
-            .park_with(super::park::HOOK.clone())
-            .stop_in_futex_waits(true)
-            .stop_in_std_waits(own_std_thread);
-        if let Some(s) = stack_size {
-            b = b.stack_size(s);
-        }
-        // SAFETY (migratable): the function is resumed on another thread
-        // than the one that launched it only before its first instruction
-        // (stolen while unstarted); once started it runs on its home worker
-        // only (the scheduler routes every wake-up there), so no
-        // thread-local address it computed is ever used on another thread.
-        // An activity is not: it stays on the thread that launches it here.
-        let l = unsafe { b.migratable(!local) }.launch(body, Duration::ZERO)?;
-        // The set is built once (reading the executable's symbols), under
-        // a `OnceLock` the worker also takes: not stopped half-way.
-        let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
-        let cell = Arc::new(Record { body: UnsafeCell::new(Body { linger: Some(l), image }), home: AtomicUsize::new(0), shared });
-        let g = Green { cell, slice, cooperative, stopped: false, last: None };
-        if local {
-            g.make_home();
-        }
-        Ok(g)
-    }
-
-    /// Makes this worker the thread's home, for good: from its first
-    /// resume, or (an activity) from its creation.
-    fn make_home(&self) {
-        let g = &self.cell.shared;
-        self.cell.home.store(home_token(), Ordering::Relaxed);
-        g.status.worker.store(crate::scheduler::current_worker().map_or(0, |w| w + 1), Ordering::Relaxed);
-        let k: Arc<dyn Kill> = self.cell.clone();
-        LIVE.with(|l| l.borrow_mut().insert(g.thread.id().0, k));
-    }
-
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped
-    }
-
-    pub(crate) fn last_preemption(&self) -> Option<linger::Preemption> {
-        self.last
-    }
-
-    pub(crate) fn shared(&self) -> &Arc<GreenShared> {
-        &self.cell.shared
-    }
-
-    /// Cancels the thread now, on its home (the task's abort): how it went.
-    pub(crate) fn cancel(&mut self) -> linger::Cancelled {
-        if !self.cell.on_home() {
-            // Never the case for an aborted task's poll (routed home).
-            return linger::Cancelled::NotNeeded;
-        }
-        let how = self.cell.end();
-        if self.is_started() {
-            forget_live(self.cell.shared.thread.id().0);
-        }
-        how
-    }
-
-    pub(crate) fn is_started(&self) -> bool {
-        self.cell.home.load(Ordering::Relaxed) != 0
-    }
-}
-
-impl<T: Send + 'static> Unpin for Green<T> {}
-
-impl<T: Send + 'static> Future for Green<T> {
-    type Output = T;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let this = &mut *self;
-        let cell = &*this.cell;
-        this.last = None;
-        if !cell.on_home() {
-            // Started elsewhere: never resumed here (the scheduler routes
-            // wake-ups home; this is a poll after its home has gone).
-            return Poll::Pending;
-        }
-        let g = &cell.shared;
-        g.outer.register(cx.waker());
-        if cell.home.load(Ordering::Relaxed) == 0 {
-            this.make_home();
-        }
-        // SAFETY: see `Record`'s `Sync` impl: we are on the home worker, in
-        // its poll of this thread.
-        let body = unsafe { &mut *cell.body.get() };
-        let Some(l) = body.linger.as_mut() else { return Poll::Pending };
-        let set = tls::swap_set();
-        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
-            set.swap(img);
-        }
-        let worker = crate::scheduler::green_counters();
-        let (waited, start) = g.status.running();
-        // SAFETY: see `with_worker`.
-        let worker = unsafe { worker.as_ref() };
-        if let Some(w) = worker {
-            w.switched_in(waited);
-        }
-        CURRENT.with(|c| c.set(&**g));
-        WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
-        let r = if this.cooperative {
+impl<T: Send + 'static> Body for Typed<T> {
+    fn resume(&mut self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step {
+        let Some(l) = self.linger.as_mut() else { return Step::Ended };
+        let r = if g.cooperative {
             // Never stopped: each slice that passes bumps the worker's flag,
             // which the activity's yield checks read (`activity::checkpoint`).
             let (r, periods) = super::activity::DUE.with(|due| {
                 due.store(0, Ordering::Relaxed);
-                let r = linger::resume_contained_cooperative(l, this.slice, due);
+                let r = linger::resume_contained_cooperative(l, g.slice, due);
                 (r, due.swap(0, Ordering::Relaxed))
             });
             if periods > 0 {
@@ -520,7 +317,7 @@ impl<T: Send + 'static> Future for Green<T> {
                 waits: &|| crate::scheduler::work_waits() || super::poller::ready_now(),
                 others: &|| LIVE.with(|l| l.borrow().len() > 1),
             };
-            let run = crate::pace::run(l, this.slice, start, &look);
+            let run = crate::pace::run(l, g.slice, start, &look);
             if run.looks > 0 {
                 g.status.counters.looked(run.looks);
                 if let Some(w) = worker {
@@ -529,99 +326,377 @@ impl<T: Send + 'static> Future for Green<T> {
             }
             run.result
         };
-        WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
-        CURRENT.with(|c| c.set(std::ptr::null()));
-        if let (Some(set), Some(img)) = (set, body.image.as_mut()) {
-            set.swap(img);
-        }
-        let ended = |body: &mut Body<T>| {
-            body.linger = None;
-            body.image = None;
-            g.status.finished();
-            forget_live(g.thread.id().0);
+        let failed = match r {
+            Ok(None) => None,
+            // Raised in the thread, ended inside it (its unwinding ran its
+            // destructors): the handle's `JoinError::Panic`.
+            Ok(Some(linger::Ended::Panicked(p))) => Some(p),
+            Ok(Some(linger::Ended::Exited(value))) => Some(Box::new(super::Exited { value }) as Box<dyn std::any::Any + Send>),
+            // Abandoned by linger (which reported it).
+            Err(linger::Error::StackOverflow { stack_size }) => Some(Box::new(super::StackOverflow { stack_size }) as _),
+            Err(e) => Some(Box::new(format!("turquoise: cannot resume a green thread: {e}")) as _),
         };
-        match r {
-            Ok(None) => {}
-            // Raised here, on the worker, with the worker's thread-locals
-            // back (its panic count among them), after the thread's own
-            // unwinding ended inside it: the task turns it into the handle's
-            // `JoinError`.
-            Ok(Some(linger::Ended::Panicked(p))) => {
-                ended(body);
-                std::panic::resume_unwind(p);
-            }
-            Ok(Some(linger::Ended::Exited(value))) => {
-                ended(body);
-                std::panic::resume_unwind(Box::new(super::Exited { value }));
-            }
-            // Abandoned by linger (which reported it): the handle's panic.
-            Err(linger::Error::StackOverflow { stack_size }) => {
-                body.linger = None;
-                body.image = None;
-                forget_live(g.thread.id().0);
-                std::panic::resume_unwind(Box::new(super::StackOverflow { stack_size }));
-            }
-            Err(e) => panic!("turquoise: cannot resume a green thread: {e}"),
+        if let Some(p) = failed {
+            self.linger = None;
+            self.out.complete(Err(JoinError::Panic(p)));
+            return Step::Ended;
         }
-        match body.linger.take() {
+        match self.linger.take() {
             Some(Linger::Completion(v)) => {
-                this.stopped = false;
-                ended(body);
-                Poll::Ready(v)
+                self.out.complete(Ok(v));
+                Step::Ended
             }
             Some(Linger::Continuation(c)) => {
                 let yielded = c.yielded();
-                let stop = if yielded { None } else { linger::last_preemption() };
-                body.linger = Some(Linger::Continuation(c));
-                let why = if yielded { g.why.swap(NONE, Ordering::Relaxed) } else { NONE };
-                this.stopped = !yielded;
-                if !yielded {
-                    this.last = stop;
-                    g.status.counters.preempted();
-                    if let Some(w) = worker {
-                        w.preempted();
-                    }
-                    g.status.runnable(stop.is_some_and(|p| p.in_wait));
-                    cx.waker().wake_by_ref();
-                } else if why != PARK || g.woken.load(Ordering::Acquire) {
-                    // A yield (ours, or `linger::pause` called by the
-                    // thread's code); or a park whose wake-up already came.
-                    if why != PARK {
-                        g.status.counters.yielded();
-                        if let Some(w) = worker {
-                            w.yielded();
-                        }
-                    }
-                    g.status.runnable(false);
-                    cx.waker().wake_by_ref();
-                } else if !g.status.parked(&g.woken) {
-                    // Woken between the look above and the parked mark:
-                    // its waker may have seen the thread running, so it
-                    // is made runnable here (the task is woken already).
-                    g.status.runnable(false);
-                }
-                Poll::Pending
+                self.linger = Some(Linger::Continuation(c));
+                Step::Paused { yielded }
             }
-            Some(Linger::Poison) | None => unreachable!("resume reported no error"),
+            Some(Linger::Poison) | None => {
+                self.out.complete(Err(JoinError::Panic(Box::new("turquoise: a green thread's function was poisoned"))));
+                Step::Ended
+            }
+        }
+    }
+
+    fn image(&mut self) -> Option<&mut Image> {
+        self.image.as_mut()
+    }
+
+    fn cancel(&mut self) -> Option<linger::Cancelled> {
+        self.linger.take().map(|mut l| l.cancel())
+    }
+
+    fn fail(&self, e: JoinError) {
+        self.out.complete(Err(e));
+    }
+}
+
+impl GreenShared {
+    fn on_home(&self) -> bool {
+        let h = self.home.load(Ordering::Relaxed);
+        h == 0 || h == home_token()
+    }
+
+    fn is_started(&self) -> bool {
+        self.home.load(Ordering::Relaxed) != 0
+    }
+
+    /// The body, on the thread that may touch it.
+    ///
+    /// # Safety
+    /// See the `Sync` impl: on the home worker (or, before the first resume,
+    /// on the worker that took the thread from a queue), and not inside a
+    /// resume of this thread.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn body(&self) -> &mut Option<Box<dyn Body>> {
+        // SAFETY: the caller's promise.
+        unsafe { &mut *self.body.get() }
+    }
+
+    /// Makes this worker the thread's home, for good: from its first
+    /// resume, or (an activity) from its creation.
+    fn make_home(self: &Arc<Self>) {
+        self.home.store(home_token(), Ordering::Relaxed);
+        let w = crate::scheduler::current_worker().map_or(0, |w| w + 1);
+        self.home_worker.store(w, Ordering::Relaxed);
+        self.status.worker.store(w, Ordering::Relaxed);
+        LIVE.with(|l| l.borrow_mut().insert(self.thread.id().0, self.clone()));
+    }
+
+    /// Cancels the thread at its next turn (its handle's `cancel`).
+    pub(crate) fn abort(self: &Arc<Self>) {
+        self.aborted.store(true, Ordering::Release);
+        self.wake_by_ref();
+    }
+
+    /// Ends the thread where it is (on its home, or before it started):
+    /// a parked or yielded thread is unwound, a stopped one reclaimed (the
+    /// core's rules, `docs/safety.md`), then its thread-local destructors
+    /// run with its image installed. Its handle learns `why` (`None`: how
+    /// the cancel went) unless it had its outcome.
+    ///
+    /// # Safety
+    /// As [`GreenShared::body`].
+    unsafe fn end(&self, why: Option<JoinError>) {
+        // SAFETY: the caller's promise.
+        let slot = unsafe { self.body() };
+        let Some(mut body) = slot.take() else { return };
+        let started = self.is_started();
+        let set = tls::swap_set().filter(|_| started);
+        if let (Some(set), Some(img)) = (set, body.image()) {
+            set.swap(img);
+        }
+        // Not `CURRENT`: this runs on the worker's stack, where the thread
+        // cannot park (its blocking calls block the worker meanwhile).
+        let how = body.cancel();
+        run_dtors(self);
+        if set.is_some() && body.image().is_some() {
+            release_std_thread(self);
+        }
+        if let (Some(set), Some(img)) = (set, body.image()) {
+            set.swap(img);
+        }
+        let e = why.unwrap_or(if how == Some(linger::Cancelled::Reclaimed) { JoinError::Reclaimed } else { JoinError::Cancelled });
+        body.fail(e);
+        drop(body);
+        self.finished();
+    }
+
+    /// It has ended: off the queues and lists for good.
+    fn finished(&self) {
+        self.state.store(DONE, Ordering::Release);
+        self.status.finished();
+        stats::unregister(self.thread.id().0);
+        if self.is_started() {
+            forget_live(self.thread.id().0);
         }
     }
 }
 
-impl<T: Send + 'static> Drop for Green<T> {
-    fn drop(&mut self) {
-        self.cell.shared.status.finished();
-        stats::unregister(self.cell.shared.thread.id().0);
-        // The task's waker: the task's record holds this thread's, which
-        // would hold the task.
-        drop(self.cell.shared.outer.take());
-        // Started, and dropped away from its home (its task dropped by
-        // another thread): the home worker ends it at shutdown, with its
-        // image, where its frames' thread-local addresses are valid.
-        if self.cell.on_home() {
-            let _ = self.cell.end();
-            if self.is_started() {
-                forget_live(self.cell.shared.thread.id().0);
+impl Run for GreenShared {
+    fn run(&self) -> Ran {
+        if !self.on_home() {
+            // Started elsewhere: never resumed here (wake-ups go home).
+            return Ran::Off;
+        }
+        if self.aborted.load(Ordering::Acquire) {
+            // SAFETY: on its home (or unstarted, taken from a queue), not
+            // in a resume of it.
+            unsafe { self.end(None) };
+            return Ran::Off;
+        }
+        self.state.store(RUNNING, Ordering::Relaxed);
+        if !self.is_started() {
+            // SAFETY (of the `Arc`): queued entries hold an `Arc` of this
+            // record; `make_home` keeps one more in the worker's list.
+            let me = unsafe {
+                Arc::increment_strong_count(self as *const GreenShared);
+                Arc::from_raw(self as *const GreenShared)
+            };
+            me.make_home();
+        }
+        // SAFETY: on its home, in its worker's run of it.
+        let Some(body) = (unsafe { self.body() }).as_mut() else { return Ran::Off };
+        let set = tls::swap_set();
+        if let (Some(set), Some(img)) = (set, body.image()) {
+            set.swap(img);
+        }
+        let worker = crate::scheduler::green_counters();
+        let (waited, start) = self.status.running();
+        // SAFETY: see `with_worker`.
+        let worker = unsafe { worker.as_ref() };
+        if let Some(w) = worker {
+            w.switched_in(waited);
+        }
+        CURRENT.with(|c| c.set(self));
+        WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
+        let step = body.resume(self, start, worker);
+        WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
+        CURRENT.with(|c| c.set(std::ptr::null()));
+        if let (Some(set), Some(img)) = (set, body.image()) {
+            set.swap(img);
+        }
+        let yielded = match step {
+            Step::Ended => {
+                self.polls.add(false, None);
+                crate::scheduler::count_poll(false, None);
+                // SAFETY: on its home, the resume is over.
+                drop(unsafe { self.body() }.take());
+                self.finished();
+                return Ran::Off;
+            }
+            Step::Paused { yielded } => yielded,
+        };
+        if !yielded {
+            let stop = linger::last_preemption();
+            self.polls.add(true, stop);
+            crate::scheduler::count_poll(true, stop);
+            self.status.counters.preempted();
+            if let Some(w) = worker {
+                w.preempted();
+            }
+            self.status.runnable(stop.is_some_and(|p| p.in_wait));
+            self.state.store(QUEUED, Ordering::Relaxed);
+            return Ran::Stopped;
+        }
+        self.polls.add(false, None);
+        crate::scheduler::count_poll(false, None);
+        let why = self.why.swap(NONE, Ordering::Relaxed);
+        if why != PARK || self.woken.load(Ordering::Acquire) {
+            // A yield (ours, or `linger::pause` called by the thread's
+            // code); or a park whose wake-up already came.
+            if why != PARK {
+                self.status.counters.yielded();
+                if let Some(w) = worker {
+                    w.yielded();
+                }
+            }
+            self.status.runnable(false);
+            self.state.store(QUEUED, Ordering::Relaxed);
+            return Ran::Ready;
+        }
+        // Idle first, then (after `parked`'s fence) a last look at `woken`:
+        // a waker that came meanwhile saw the thread running and left the
+        // queueing to us (see the module doc).
+        self.state.store(IDLE, Ordering::Relaxed);
+        if !self.status.parked(&self.woken) {
+            self.status.runnable(false);
+            if self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                return Ran::Ready;
+            }
+        }
+        Ran::Off
+    }
+
+    fn dropped_unrun(&self) {
+        if self.on_home() {
+            // SAFETY: unstarted (nothing runs it: this was its queue entry),
+            // or on its home outside any resume of it.
+            unsafe { self.end(Some(JoinError::Cancelled)) };
+        }
+        // Started elsewhere: its home ends it (`kill_live`).
+    }
+}
+
+/// Cancels the green threads that started on this worker and are still
+/// alive: called by the worker when its loop has ended, inside its runtime.
+pub(crate) fn kill_live() {
+    loop {
+        let batch: Vec<Arc<GreenShared>> = LIVE.try_with(|l| l.borrow_mut().drain().map(|(_, k)| k).collect()).unwrap_or_default();
+        if batch.is_empty() {
+            return;
+        }
+        for g in batch {
+            // SAFETY: on its home (the list is the home's), whose loop has
+            // ended: no resume of it runs.
+            unsafe { g.end(Some(JoinError::Cancelled)) };
+        }
+    }
+}
+
+/// What a green thread is made with.
+pub(crate) struct Spec {
+    pub(crate) thread: Thread,
+    pub(crate) stack_size: Option<usize>,
+    /// Its slice; for an activity, the period of its yield checks' flag.
+    pub(crate) slice: Duration,
+    /// It has its own image of the program's thread-locals.
+    pub(crate) own_tls: bool,
+    /// An activity (see `activity.rs`).
+    pub(crate) cooperative: bool,
+}
+
+/// Sets a green thread up and queues it on `handle`'s workers. Its stack is
+/// taken now, so that running out of memory or stacks is the spawner's
+/// error.
+pub(crate) fn spawn<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (g, h) = build(handle, f, spec, false)?;
+    handle.scheduler().spawn_green(GreenJob::new(g), 0);
+    Ok(h)
+}
+
+/// An activity, for the calling worker (see `activity.rs`): started here,
+/// resumed and ended on this thread only, cooperatively.
+///
+/// # Safety
+/// Called on a worker thread of `handle`. `f` and what it returns need not
+/// be `Send` (the caller wraps them in `activity::HomeBound`): the linger
+/// function holding `f` is launched here, not migratable, the record is
+/// homed here from the start (so neither a run nor an end elsewhere touches
+/// it), and the worker ends it at shutdown.
+pub(crate) unsafe fn spawn_local<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (g, h) = build(handle, f, spec, true)?;
+    g.make_home();
+    let home = g.home_worker.load(Ordering::Relaxed);
+    handle.scheduler().spawn_green(GreenJob::new(g), home);
+    Ok(h)
+}
+
+fn build<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, JoinHandle<T>), linger::Error>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    crate::rules::install();
+    let Spec { thread, stack_size, slice, own_tls, cooperative } = spec;
+    // Its thread-locals die with it, on its stack, as a pthread's: after
+    // it returns, panics or exits (`pthread_exit`'s forced unwind runs
+    // this drop too). Panics and exits are not caught here: linger
+    // catches them at the function's base and hands them back as values
+    // (`resume_contained`); a `catch_unwind` here would meet the forced
+    // unwind of a `pthread_exit` and abort the process.
+    struct AtEnd(Weak<GreenShared>);
+    impl Drop for AtEnd {
+        fn drop(&mut self) {
+            if let Some(g) = self.0.upgrade() {
+                run_dtors(&g);
+                release_std_thread(&g);
             }
         }
     }
+    let shared = Arc::new(GreenShared {
+        woken: AtomicBool::new(false),
+        why: AtomicU8::new(NONE),
+        state: AtomicU8::new(QUEUED),
+        aborted: AtomicBool::new(false),
+        thread,
+        own_tls,
+        slice,
+        cooperative: cooperative || local,
+        home: AtomicUsize::new(0),
+        home_worker: AtomicUsize::new(0),
+        sched: Arc::downgrade(handle.scheduler()),
+        dtors: Mutex::new(Vec::new()),
+        status: Status::default(),
+        polls: PollCounters::default(),
+        body: UnsafeCell::new(None),
+    });
+    let at_end = AtEnd(Arc::downgrade(&shared));
+    let body = move || {
+        let _at_end = at_end;
+        f()
+    };
+    // Its blocking calls park it (`park.rs`); a wait inside libc's
+    // synchronisation functions (a pthread mutex held by another green
+    // thread of its worker) is stopped at its slice like any code.
+    // With its own thread-locals it has its own std `Thread` (its image
+    // holds std's current-thread slots), so std's parks and channel
+    // waits are stopped at its slice too (`Builder::stop_in_std_waits`).
+    // (The set is built under a `OnceLock` the worker also takes: not
+    // stopped half-way.)
+    let own_std_thread = own_tls && linger::critical(|| tls::swap_set().is_some());
+    let mut b = linger::Builder::new()
+        .park_with(super::park::HOOK.clone())
+        .stop_in_futex_waits(true)
+        .stop_in_std_waits(own_std_thread);
+    if let Some(s) = stack_size {
+        b = b.stack_size(s);
+    }
+    // SAFETY (migratable): the function is resumed on another thread
+    // than the one that launched it only before its first instruction
+    // (stolen while unstarted); once started it runs on its home worker
+    // only (every wake-up queues it there), so no thread-local address it
+    // computed is ever used on another thread. An activity is not: it
+    // stays on the thread that launches it here.
+    let l = unsafe { b.migratable(!local) }.launch(body, Duration::ZERO)?;
+    // The set is built once (reading the executable's symbols), under
+    // a `OnceLock` the worker also takes: not stopped half-way.
+    let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
+    let out = JoinCell::new();
+    let typed: Box<dyn Body> = Box::new(Typed { linger: Some(l), image, out: out.clone() });
+    // SAFETY: the record is not shared yet (no queue, list or waker has
+    // it; `at_end`'s weak reference is used only when the function runs).
+    unsafe { *shared.body.get() = Some(typed) };
+    linger::critical(|| stats::register(&shared));
+    let task = Shared::new();
+    let _ = task.green.set(shared.clone());
+    Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), shared: task }))
 }

@@ -46,7 +46,7 @@ use crate::runtime::{Handle, Runtime};
 use crate::task::JoinError;
 
 pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
-pub(crate) use green::{kill_live, Green, GreenShared};
+pub(crate) use green::{kill_live, GreenShared};
 pub use stats::{dump, dump_text, Cause, State, ThreadInfo, ThreadStats};
 pub use tls::image_bytes;
 pub(crate) use stats::Counters as GreenCounters;
@@ -186,8 +186,8 @@ impl Builder {
         // Not preemptive: an activity, whose slice is its yield checks' period.
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
-        let green = green::Green::new(f, thread.clone(), self.stack_size, slice, !self.shared_thread_locals, cooperative).map_err(linger_error)?;
-        let task = handle.spawn_green(green);
+        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative };
+        let task = green::spawn(handle, f, spec).map_err(linger_error)?;
         Ok(JoinHandle { task, thread })
     }
 }
