@@ -216,6 +216,22 @@ thread_local! {
     static WORKER: Cell<(*const Scheduler, usize)> = const { Cell::new((std::ptr::null(), 0)) };
     /// A poll on this worker used its whole slice since the last pick.
     static SLICE_USED: Cell<bool> = const { Cell::new(false) };
+    /// See [`on_leave`].
+    static LEAVE: Cell<Option<fn()>> = const { Cell::new(None) };
+}
+
+/// Asks the worker to call `f` before it runs code other than green
+/// threads: an async task, tokio's drivers, its own end (a green thread
+/// left its thread-local values installed, `thread/green.rs`).
+pub(crate) fn on_leave(f: fn()) {
+    LEAVE.with(|l| l.set(Some(f)));
+}
+
+/// Runs what [`on_leave`] asked for, once.
+fn leave() {
+    if let Some(f) = LEAVE.with(|l| l.take()) {
+        f();
+    }
 }
 
 /// Says that the poll running on this worker used its whole slice (an
@@ -444,7 +460,13 @@ impl Scheduler {
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
         crate::pace::start(self.granularity);
         let mut turn = Turn { tick: 0, pinned_at: Instant::now() };
-        while poll_fn(|cx| self.batch(me, &mut turn, cx)).await {
+        while poll_fn(|cx| {
+            let r = self.batch(me, &mut turn, cx);
+            leave();
+            r
+        })
+        .await
+        {
             // Let tokio turn this thread's drivers (without sleeping), then
             // go on.
             tokio::task::yield_now().await;
@@ -496,6 +518,7 @@ impl Scheduler {
             };
             let stopped = match job {
                 Job::Task(task) => {
+                    leave();
                     let shared = task.metadata().clone();
                     task.run();
                     // Stopped: pinned here, so not running anywhere else.

@@ -85,6 +85,74 @@ fn thread_local_counters_stay_exact_under_preemption() {
     }
 }
 
+/// A green thread's values stay installed between its runs (`green.rs`,
+/// `install`): whatever else runs on the worker must still see its own.
+/// On one worker, green threads count in COUNTER through preemptions,
+/// yields and parks, while an async task keeps its value across its awaits
+/// and a green thread that shares the worker's thread-locals sees the
+/// task's value (the worker's), never a green thread's. 10 rounds.
+#[test]
+fn installed_thread_locals_never_leak_to_tasks_or_shared_threads() {
+    fn count_parking(n: u64) -> u64 {
+        for i in 0..n {
+            COUNTER.with(|c| c.set(std::hint::black_box(c.get()) + 1));
+            if i % 512 == 0 {
+                thread::yield_now();
+            }
+            if i % 8192 == 0 {
+                thread::sleep(Duration::from_micros(100));
+            }
+        }
+        COUNTER.with(|c| c.get())
+    }
+    const WORKER_VALUE: u64 = 0x5eed;
+    const N: u64 = 1 << 17;
+    for round in 0..10 {
+        let rt = runtime(1, Duration::from_micros(20));
+        let set = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = set.clone();
+        let task = rt.handle().spawn_cooperative(async move {
+            COUNTER.with(|c| c.set(WORKER_VALUE));
+            s.store(true, Ordering::SeqCst);
+            let mut kept = true;
+            for _ in 0..3000 {
+                tokio::task::yield_now().await;
+                kept &= COUNTER.with(|c| c.get()) == WORKER_VALUE;
+            }
+            kept
+        });
+        let counters: Vec<_> = (0..6).map(|_| Builder::new().spawn_on(rt.handle(), || count_parking(N)).unwrap()).collect();
+        let s = set.clone();
+        // SAFETY: it only reads COUNTER, an integer.
+        let shared = unsafe { Builder::new().share_thread_locals() }
+            .spawn_on(rt.handle(), move || {
+                while !s.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_micros(200));
+                }
+                let mut seen = Vec::new();
+                for i in 0..2000 {
+                    let v = COUNTER.with(|c| c.get());
+                    if v != WORKER_VALUE {
+                        seen.push(v);
+                    }
+                    if i % 64 != 0 {
+                        thread::yield_now();
+                    } else {
+                        thread::sleep(Duration::from_micros(50));
+                    }
+                }
+                seen
+            })
+            .unwrap();
+        for h in counters {
+            assert_eq!(h.join().unwrap(), N, "round {round}: a green thread's count is off");
+        }
+        let seen = shared.join().unwrap();
+        assert!(seen.is_empty(), "round {round}: the thread sharing the worker's thread-locals saw a green thread's: {:?}", &seen[..seen.len().min(5)]);
+        assert!(rt.block_on(task).unwrap(), "round {round}: the async task saw another value across an await");
+    }
+}
+
 /// The negative control: without images, the same loops on one worker
 /// lose each other's updates (so the test above can see what it guards).
 #[test]

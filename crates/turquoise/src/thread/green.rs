@@ -135,6 +135,87 @@ std::thread_local! {
     static HOME_TOKEN: u8 = const { 0 };
     /// The worker's green counters while it resumes a thread.
     static WORKER_COUNTERS: Cell<*const stats::Counters> = const { Cell::new(std::ptr::null()) };
+    /// The green thread whose values of the swap set are in this worker's
+    /// TLS block, between runs too (null: the worker's own). Always one
+    /// started on this worker and not ended: in `LIVE` (an end puts the
+    /// worker's own back first, `finished` and `end`).
+    static INSTALLED: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
+    /// The worker's own values of the swap set while a green thread's are
+    /// installed.
+    static OWN: RefCell<Option<Image>> = const { RefCell::new(None) };
+}
+
+/// Puts `g`'s values of the swap set in place for its run (`tls.rs`).
+/// They stay there after it, until another thread runs or other code does
+/// (the scheduler calls [`restore_worker_tls`] first): a thread resumed
+/// again before anything else ran here costs no copy, and a switch from one
+/// green thread to the next copies each set once each way, where swapping
+/// in and out around every run exchanged it twice.
+fn install(set: &tls::SwapSet, g: &GreenShared, img: &Image) {
+    let cur = INSTALLED.with(|c| c.get());
+    if std::ptr::eq(cur, g) {
+        return;
+    }
+    if cur.is_null() {
+        OWN.with(|o| {
+            let mut o = o.borrow_mut();
+            let own = o.get_or_insert_with(|| set.image());
+            set.save(own);
+        });
+        crate::scheduler::on_leave(restore_worker_tls);
+    } else {
+        save_installed(set, cur);
+    }
+    set.load(img);
+    INSTALLED.with(|c| c.set(g));
+}
+
+/// Saves the values of the installed thread `cur` into its image.
+fn save_installed(set: &tls::SwapSet, cur: *const GreenShared) {
+    // SAFETY: see `INSTALLED`: `cur` is alive (in `LIVE`, which holds an
+    // `Arc` of it), started on this worker, and not running: its body is
+    // touched here, on its home, outside its resume, and it is not the
+    // thread whose body the caller holds (that one is `g` in `install`,
+    // and `restore_worker_tls` is not called with a body held).
+    let body = unsafe { (*cur).body() };
+    if let Some(img) = body.as_mut().and_then(|b| b.image()) {
+        set.save(img);
+    }
+}
+
+/// Puts the worker's own values of the swap set back, keeping the
+/// installed thread's in its image: before code other than green threads
+/// runs on the worker (async tasks, tokio's drivers), before a thread is
+/// ended, when the worker stops.
+pub(crate) fn restore_worker_tls() {
+    let cur = INSTALLED.with(|c| c.replace(std::ptr::null()));
+    if cur.is_null() {
+        return;
+    }
+    let Some(set) = tls::swap_set() else { return };
+    save_installed(set, cur);
+    OWN.with(|o| {
+        if let Some(own) = o.borrow().as_ref() {
+            set.load(own);
+        }
+    });
+}
+
+/// `g` has ended: if its values are installed, the worker's own go back in
+/// place of them (they are dead: not saved).
+fn uninstall_ended(g: &GreenShared) {
+    let cur = INSTALLED.with(|c| c.get());
+    if !std::ptr::eq(cur, g) {
+        return;
+    }
+    INSTALLED.with(|c| c.set(std::ptr::null()));
+    if let Some(set) = tls::swap_set() {
+        OWN.with(|o| {
+            if let Some(own) = o.borrow().as_ref() {
+                set.load(own);
+            }
+        });
+    }
 }
 
 /// The running worker's green counters (set around each resume).
@@ -418,6 +499,8 @@ impl GreenShared {
     /// # Safety
     /// As [`GreenShared::body`].
     unsafe fn end(&self, why: Option<JoinError>) {
+        // The swaps below exchange with the worker's own values.
+        restore_worker_tls();
         // SAFETY: the caller's promise.
         let slot = unsafe { self.body() };
         let Some(mut body) = slot.take() else { return };
@@ -444,6 +527,7 @@ impl GreenShared {
 
     /// It has ended: off the queues and lists for good.
     fn finished(&self) {
+        uninstall_ended(self);
         self.state.store(DONE, Ordering::Release);
         self.status.finished();
         stats::unregister(self.thread.id().0);
@@ -477,9 +561,10 @@ impl Run for GreenShared {
         }
         // SAFETY: on its home, in its worker's run of it.
         let Some(body) = (unsafe { self.body() }).as_mut() else { return Ran::Off };
-        let set = tls::swap_set();
-        if let (Some(set), Some(img)) = (set, body.image()) {
-            set.swap(img);
+        match (tls::swap_set(), body.image()) {
+            (Some(set), Some(img)) => install(set, self, img),
+            // It shares the worker's thread-locals.
+            _ => restore_worker_tls(),
         }
         let worker = crate::scheduler::green_counters();
         let (waited, start) = self.status.running();
@@ -493,16 +578,13 @@ impl Run for GreenShared {
         let step = body.resume(self, start, worker);
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
-        if let (Some(set), Some(img)) = (set, body.image()) {
-            set.swap(img);
-        }
         let yielded = match step {
             Step::Ended => {
                 self.polls.add(false, None);
                 crate::scheduler::count_poll(false, None);
+                self.finished();
                 // SAFETY: on its home, the resume is over.
                 drop(unsafe { self.body() }.take());
-                self.finished();
                 return Ran::Off;
             }
             Step::Paused { yielded } => yielded,

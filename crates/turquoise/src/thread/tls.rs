@@ -252,6 +252,41 @@ impl SwapSet {
         i > 0 && off < self.ranges[i - 1].0 + self.ranges[i - 1].1
     }
 
+    /// Copies the calling thread's values of the swap set into `image`
+    /// (keeps the values of the flow that leaves the thread's block).
+    pub(crate) fn save(&self, image: &mut Image) {
+        let base = block();
+        if base.is_null() {
+            return;
+        }
+        let mut at = 0;
+        for &(o, n) in &self.ranges {
+            // SAFETY: as in `swap`: `base + o .. + n` lies inside this
+            // thread's TLS block, the image holds `n` bytes at `at`, and
+            // the two never overlap.
+            unsafe { std::ptr::copy_nonoverlapping(base.add(o), image.0.as_mut_ptr().add(at), n) };
+            at += n;
+        }
+    }
+
+    /// Copies `image`'s values into the calling thread's swap set (installs
+    /// the flow whose image it is; the values there are overwritten, so
+    /// [`SwapSet::save`] them first).
+    pub(crate) fn load(&self, image: &Image) {
+        let base = block();
+        if base.is_null() {
+            return;
+        }
+        let mut at = 0;
+        for &(o, n) in &self.ranges {
+            // SAFETY: as in `swap`; no other thread touches this thread's
+            // block, and the runtime code running here uses none of these
+            // variables (they are the program's).
+            unsafe { std::ptr::copy_nonoverlapping(image.0.as_ptr().add(at), base.add(o), n) };
+            at += n;
+        }
+    }
+
     /// Exchanges `image` with the calling thread's values of the swap set:
     /// called once puts the image's values in place (and keeps the
     /// thread's), called again puts everything back.
