@@ -151,7 +151,7 @@ std::thread_local! {
 /// again before anything else ran here costs no copy, and a switch from one
 /// green thread to the next copies each set once each way, where swapping
 /// in and out around every run exchanged it twice.
-fn install(set: &tls::SwapSet, g: &GreenShared, img: &Image) {
+fn install(set: &tls::SwapSet, g: &GreenShared, img: &mut Image) {
     let cur = INSTALLED.with(|c| c.get());
     if std::ptr::eq(cur, g) {
         return;
@@ -195,7 +195,7 @@ pub(crate) fn restore_worker_tls() {
     let Some(set) = tls::swap_set() else { return };
     save_installed(set, cur);
     OWN.with(|o| {
-        if let Some(own) = o.borrow().as_ref() {
+        if let Some(own) = o.borrow_mut().as_mut() {
             set.load(own);
         }
     });
@@ -211,7 +211,7 @@ fn uninstall_ended(g: &GreenShared) {
     INSTALLED.with(|c| c.set(std::ptr::null()));
     if let Some(set) = tls::swap_set() {
         OWN.with(|o| {
-            if let Some(own) = o.borrow().as_ref() {
+            if let Some(own) = o.borrow_mut().as_mut() {
                 set.load(own);
             }
         });

@@ -255,36 +255,20 @@ impl SwapSet {
     /// Copies the calling thread's values of the swap set into `image`
     /// (keeps the values of the flow that leaves the thread's block).
     pub(crate) fn save(&self, image: &mut Image) {
-        let base = block();
-        if base.is_null() {
-            return;
-        }
-        let mut at = 0;
-        for &(o, n) in &self.ranges {
-            // SAFETY: as in `swap`: `base + o .. + n` lies inside this
-            // thread's TLS block, the image holds `n` bytes at `at`, and
-            // the two never overlap.
-            unsafe { std::ptr::copy_nonoverlapping(base.add(o), image.0.as_mut_ptr().add(at), n) };
-            at += n;
-        }
+        self.each(image, |tls, img, n| {
+            // SAFETY: see `each`.
+            unsafe { std::ptr::copy_nonoverlapping(tls, img, n) }
+        });
     }
 
     /// Copies `image`'s values into the calling thread's swap set (installs
     /// the flow whose image it is; the values there are overwritten, so
     /// [`SwapSet::save`] them first).
-    pub(crate) fn load(&self, image: &Image) {
-        let base = block();
-        if base.is_null() {
-            return;
-        }
-        let mut at = 0;
-        for &(o, n) in &self.ranges {
-            // SAFETY: as in `swap`; no other thread touches this thread's
-            // block, and the runtime code running here uses none of these
-            // variables (they are the program's).
-            unsafe { std::ptr::copy_nonoverlapping(image.0.as_ptr().add(at), base.add(o), n) };
-            at += n;
-        }
+    pub(crate) fn load(&self, image: &mut Image) {
+        self.each(image, |tls, img, n| {
+            // SAFETY: see `each`.
+            unsafe { std::ptr::copy_nonoverlapping(img, tls, n) }
+        });
     }
 
     /// Exchanges `image` with the calling thread's values of the swap set:
@@ -294,19 +278,32 @@ impl SwapSet {
     /// Run only by runtime code, which touches none of these variables
     /// between the two calls of a pair.
     pub(crate) fn swap(&self, image: &mut Image) {
+        self.each(image, |tls, img, n| {
+            // SAFETY: see `each`.
+            unsafe { std::ptr::swap_nonoverlapping(tls, img, n) }
+        });
+    }
+
+    /// Calls `f` with each range's place in the calling thread's TLS block,
+    /// its place in `image`, and its length. Both hold `n` valid bytes:
+    /// `base + o .. + n` lies inside this thread's TLS block for the
+    /// executable (ranges were checked against `p_memsz`), and the image
+    /// holds `n` bytes at `at` (built from the same ranges); the two never
+    /// overlap (heap and TLS). No other thread touches this thread's block,
+    /// and the runtime code running here uses none of these variables (they
+    /// are the program's).
+    #[inline(always)]
+    fn each(&self, image: &mut Image, mut f: impl FnMut(*mut u8, *mut u8, usize)) {
         let base = block();
         if base.is_null() {
             return;
         }
+        let img = image.0.as_mut_ptr();
         let mut at = 0;
         for &(o, n) in &self.ranges {
-            // SAFETY: `base + o .. + n` lies inside this thread's TLS block
-            // for the executable (ranges were checked against `p_memsz`), the
-            // image holds `n` bytes at `at` (built from the same ranges), and
-            // the two never overlap (heap and TLS). No other thread touches
-            // this thread's block, and the runtime code running here uses
-            // none of these variables (they are the program's).
-            unsafe { std::ptr::swap_nonoverlapping(base.add(o), image.0.as_mut_ptr().add(at), n) };
+            // SAFETY: in bounds of the block and of the image (see above).
+            let (tls, mine) = unsafe { (base.add(o), img.add(at)) };
+            f(tls, mine, n);
             at += n;
         }
     }
