@@ -136,13 +136,19 @@ std::thread_local! {
     /// The worker's green counters while it resumes a thread.
     static WORKER_COUNTERS: Cell<*const stats::Counters> = const { Cell::new(std::ptr::null()) };
     /// The green thread whose values of the swap set are in this worker's
-    /// TLS block, between runs too (null: the worker's own). Always one
-    /// started on this worker and not ended: in `LIVE` (an end puts the
-    /// worker's own back first, `finished` and `end`).
+    /// TLS block, between runs too (null: the worker's own; `ended_mark`:
+    /// a thread that ended). Otherwise always one started on this worker and
+    /// not ended: in `LIVE` (an end changes it first, `finished` and `end`).
     static INSTALLED: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// The worker's own values of the swap set while a green thread's are
     /// installed.
     static OWN: RefCell<Option<Image>> = const { RefCell::new(None) };
+}
+
+/// `INSTALLED` after the installed thread ended: the block holds its dead
+/// values, the worker's own are in `OWN` (never dereferenced).
+fn ended_mark() -> *const GreenShared {
+    std::ptr::dangling()
 }
 
 /// Puts `g`'s values of the swap set in place for its run (`tls.rs`).
@@ -163,7 +169,7 @@ fn install(set: &tls::SwapSet, g: &GreenShared, img: &mut Image) {
             set.save(own);
         });
         crate::scheduler::on_leave(restore_worker_tls);
-    } else {
+    } else if cur != ended_mark() {
         save_installed(set, cur);
     }
     set.load(img);
@@ -193,7 +199,9 @@ pub(crate) fn restore_worker_tls() {
         return;
     }
     let Some(set) = tls::swap_set() else { return };
-    save_installed(set, cur);
+    if cur != ended_mark() {
+        save_installed(set, cur);
+    }
     OWN.with(|o| {
         if let Some(own) = o.borrow_mut().as_mut() {
             set.load(own);
@@ -201,21 +209,16 @@ pub(crate) fn restore_worker_tls() {
     });
 }
 
-/// `g` has ended: if its values are installed, the worker's own go back in
-/// place of them (they are dead: not saved).
+/// `g` has ended: if its values are installed, they are dead (not saved);
+/// the worker's own go back in place of them at the next restore, and a
+/// green thread installed next overwrites them (a spawn and join costs no
+/// copy of the worker's own values).
 fn uninstall_ended(g: &GreenShared) {
-    let cur = INSTALLED.with(|c| c.get());
-    if !std::ptr::eq(cur, g) {
-        return;
-    }
-    INSTALLED.with(|c| c.set(std::ptr::null()));
-    if let Some(set) = tls::swap_set() {
-        OWN.with(|o| {
-            if let Some(own) = o.borrow_mut().as_mut() {
-                set.load(own);
-            }
-        });
-    }
+    INSTALLED.with(|c| {
+        if std::ptr::eq(c.get(), g) {
+            c.set(ended_mark());
+        }
+    });
 }
 
 /// The running worker's green counters (set around each resume).
