@@ -432,6 +432,7 @@ impl Drop for Runtime {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        sched.drain_after_stop();
         if let Some(t) = self.tokio.take() {
             t.shutdown_background();
         }

@@ -1,33 +1,40 @@
-//! The workers: where each task runs, and where a stopped poll resumes.
+//! The workers: where each job runs, and where a stopped one resumes.
 //!
-//! Each worker thread has two queues:
+//! A job is an async task (async-task's `Runnable`) or a green thread (its
+//! record, `thread/green.rs`: not a task). Each worker thread has:
 //!
-//! - `local`, stealable (crossbeam-deque, FIFO): tasks at rest (new, or
-//!   woken after waiting). Idle workers steal half of another's, and take
-//!   from the global injector, so load balances as in tokio.
-//! - `pinned`, never stolen: tasks whose last poll was stopped by its slice
-//!   on this thread. Such a poll may hold this thread's thread-local
-//!   addresses (`docs/safety.md`, "turquoise"), so it resumes here; it goes
-//!   behind the tasks at rest that are waiting to run (libturquoise's
-//!   requeue): those run first, until the oldest stopped task has waited
-//!   one slice; it then runs every other turn (neither kind starves).
+//! - `local`, stealable (crossbeam-deque, FIFO): jobs at rest that may run
+//!   anywhere (tasks new or woken after waiting, unstarted green threads).
+//!   Idle workers steal half of another's, and take from the global
+//!   injector, so load balances as in tokio.
+//! - `pinned`, never stolen: jobs whose last run was stopped by its slice
+//!   (or cut by the pace) on this thread. Such a run may hold this thread's
+//!   thread-local addresses (`docs/safety.md`, "turquoise"), so it resumes
+//!   here; it goes behind the jobs at rest that are waiting to run
+//!   (libturquoise's requeue): those run first, until the oldest stopped job
+//!   has waited one slice; it then runs every other turn (neither kind
+//!   starves).
+//! - `ready` and `READY_HERE`, never stolen: started green threads of this
+//!   worker woken by other threads, and by the worker itself (no lock).
 //!
 //! Where a task goes when woken is decided from what its last poll left in
 //! `Shared::pinned`, written by that poll before async-task can schedule it
-//! again. A task is in one queue at a time (async-task schedules a task at
-//! most once until it runs), so a stopped one is never polled elsewhere
-//! (`tests/runtime.rs` checks with `gettid`).
+//! again; a green thread goes home (`wake_green`). A job is in one queue at
+//! a time (async-task schedules a task at most once until it runs, a green
+//! thread's state allows one queue entry), so a stopped one is never run
+//! elsewhere (`tests/runtime.rs` checks with `gettid`).
 //!
 //! Each worker thread runs a tokio current-thread runtime of its own, whose
-//! drivers (I/O, timers) it turns itself: the worker loop is the future that
-//! runtime blocks on ([`Scheduler::worker`]). It runs tasks in batches and
-//! hands the thread back to tokio between them: after a poll its slice
-//! stopped, after [`BATCH`] polls (tokio's own interval between looks at its
-//! drivers), and when it has nothing to run. Then it waits in tokio's driver
+//! drivers (I/O, timers) it turns itself: the worker loop is a task of that
+//! runtime ([`Scheduler::worker`]). It runs jobs in batches and hands the
+//! thread back to tokio between them: after a run its slice stopped, after
+//! [`BATCH`] runs (tokio's own interval between looks at its drivers), and
+//! when it has nothing to run. Then it waits in tokio's driver
 //! (`epoll_wait`): I/O and timers registered from this thread wake it
 //! without any other thread in the way. A push to the injector or to a busy
 //! worker's local queue wakes one waiting worker (to take or steal it), a
-//! push to a pinned queue wakes that worker: through the waker of its loop.
+//! push to a pinned or ready queue wakes that worker: through the waker of
+//! its loop.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -73,10 +80,16 @@ pub(crate) enum Ran {
 
 /// A green thread's place in a queue (at most one at a time: its state
 /// says so, `thread/green.rs`). Dropped unrun, it says so to the thread.
-pub(crate) struct GreenJob(Option<Arc<dyn Run>>);
+///
+/// A thin pointer to the concrete record, not an `Arc<dyn Run>`: queue
+/// entries and `Option<Job>` then fit in two registers. Moved through the
+/// queues and the pick's closures as 24 bytes, they were written in pieces
+/// and read back whole, a store-forwarding stall at each hop that doubled
+/// an async task's yield (50 to 90 ns, `switch_ladder`).
+pub(crate) struct GreenJob(Option<Arc<crate::thread::GreenShared>>);
 
 impl GreenJob {
-    pub(crate) fn new(r: Arc<dyn Run>) -> GreenJob {
+    pub(crate) fn new(r: Arc<crate::thread::GreenShared>) -> GreenJob {
         GreenJob(Some(r))
     }
 
@@ -446,6 +459,26 @@ impl Scheduler {
         }
     }
 
+    /// Drops what is left in the shared queues once the workers have
+    /// stopped (shutdown): jobs pushed to the injector that no worker took,
+    /// or green threads pushed to a worker's ready inbox after it drained
+    /// it. Dropped, they say so to their handles (a task's is cancelled, an
+    /// unstarted green thread is ended here, a started one was ended by its
+    /// home), instead of waiting for the last handle of the runtime. (Stopped
+    /// jobs are left alone: their frames belong to their worker's thread.)
+    pub(crate) fn drain_after_stop(&self) {
+        loop {
+            match self.injector.steal() {
+                Steal::Success(job) => drop(job),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        for slot in &self.slots {
+            drop(slot.ready.drain());
+        }
+    }
+
     /// Wakes every worker (shutdown).
     pub(crate) fn wake_all(&self) {
         for w in 0..self.slots.len() {
@@ -540,9 +573,10 @@ impl Scheduler {
                 },
             };
             polls += 1;
-            // A stopped poll took a whole slice: look at the drivers now, as
-            // after a batch (a request that arrived meanwhile is seen within
-            // a slice, not within a batch of slices).
+            // A stopped run took a whole slice, or was cut because work
+            // waits (`pace.rs`): look at the drivers now, as after a batch (a
+            // request that arrived meanwhile is seen within a slice, not
+            // within a batch of slices), and at the injector first.
             if stopped || polls >= BATCH {
                 if stopped {
                     slice_used();

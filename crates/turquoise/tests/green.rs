@@ -310,6 +310,73 @@ fn spinning_threads_do_not_hold_the_others_up() {
     }
 }
 
+/// Shutdown while green threads keep spawning and waking others: every
+/// thread ends, and its handle says how, joined from an OS thread after the
+/// runtime is gone (spawns and wake-ups that race the shutdown are dropped
+/// unrun). 30 rounds, two workers, 50 us slices.
+#[test]
+fn shutdown_amid_spawns_and_wakes_ends_every_thread() {
+    for round in 0..30 {
+        let rt = runtime(2, Duration::from_micros(50));
+        // A std channel, not a locked `Vec`: a sender stopped and reclaimed
+        // at shutdown would keep a lock held for good (what it owned stays
+        // as it was), while a send is never stopped half-way (std's channels
+        // are deferred code).
+        let (tx, rx) = std::sync::mpsc::channel::<thread::JoinHandle<u64>>();
+        let lock = Arc::new(turquoise::sync::Mutex::new(0u64));
+        for _ in 0..2 {
+            let (hs, lock) = (tx.clone(), lock.clone());
+            let spawner = Builder::new()
+                .spawn_on(rt.handle(), move || {
+                    for i in 0..20_000 {
+                        let lock = lock.clone();
+                        // Children contend on a parking mutex (wake-ups
+                        // between threads) and yield.
+                        let Ok(h) = Builder::new().spawn(move || {
+                            *lock.lock().unwrap() += 1;
+                            thread::yield_now();
+                            *lock.lock().unwrap() += 1;
+                            i
+                        }) else {
+                            return;
+                        };
+                        let _ = hs.send(h);
+                        if i % 16 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                })
+                .unwrap();
+            let _ = tx.send(
+                Builder::new()
+                    .spawn_on(rt.handle(), move || {
+                        spawner.join().unwrap_or(());
+                        0
+                    })
+                    .unwrap(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5 + round % 7));
+        drop(rt);
+        let hs: Vec<_> = rx.try_iter().collect();
+        let n = hs.len();
+        let (ended, cancelled) = common::within(Duration::from_secs(20), "joins after shutdown", move || {
+            let mut ended = 0;
+            let mut cancelled = 0;
+            for h in hs {
+                match h.join() {
+                    Ok(_) => ended += 1,
+                    Err(e) if e.is_cancelled() => cancelled += 1,
+                    Err(e) => panic!("a thread ended with {e}"),
+                }
+            }
+            (ended, cancelled)
+        });
+        assert_eq!(ended + cancelled, n, "round {round}");
+        assert!(ended > 0, "round {round}: no thread ran before the shutdown");
+    }
+}
+
 #[test]
 fn cooperative_threads_take_turns_at_yields() {
     let rt = runtime(1, Duration::from_micros(50));

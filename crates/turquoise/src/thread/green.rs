@@ -502,12 +502,16 @@ impl GreenShared {
     /// # Safety
     /// As [`GreenShared::body`].
     unsafe fn end(&self, why: Option<JoinError>) {
-        // The swaps below exchange with the worker's own values.
-        restore_worker_tls();
+        let started = self.is_started();
+        if started {
+            // The swaps below exchange with the worker's own values. (Only
+            // a started thread's end: that is never inside a run, see
+            // `dropped_unrun`; an unstarted one swaps nothing.)
+            restore_worker_tls();
+        }
         // SAFETY: the caller's promise.
         let slot = unsafe { self.body() };
         let Some(mut body) = slot.take() else { return };
-        let started = self.is_started();
         let set = tls::swap_set().filter(|_| started);
         if let (Some(set), Some(img)) = (set, body.image()) {
             set.swap(img);
@@ -533,7 +537,9 @@ impl GreenShared {
         uninstall_ended(self);
         self.state.store(DONE, Ordering::Release);
         self.status.finished();
-        stats::unregister(self.thread.id().0);
+        // In `critical`: this may run inside a green thread (an unstarted
+        // thread dropped unrun by its spawner at shutdown).
+        linger::critical(|| stats::unregister(self.thread.id().0));
         if self.is_started() {
             forget_live(self.thread.id().0);
         }
@@ -623,7 +629,8 @@ impl Run for GreenShared {
         // Idle first, then (after `parked`'s fence) a last look at `woken`:
         // a waker that came meanwhile saw the thread running and left the
         // queueing to us (see the module doc).
-        self.state.store(IDLE, Ordering::Relaxed);
+        // (Release: a waker that finds it idle sees its home.)
+        self.state.store(IDLE, Ordering::Release);
         if !self.status.parked(&self.woken) {
             self.status.runnable(false);
             if self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
@@ -634,12 +641,16 @@ impl Run for GreenShared {
     }
 
     fn dropped_unrun(&self) {
-        if self.on_home() {
+        // A started thread is ended by its home outside any run: a queue
+        // entry dropped inside a preemptible function (a green thread that
+        // wakes another after shutdown began) leaves it to `kill_live`, as
+        // one dropped elsewhere does. An unstarted one has no frames and no
+        // installed values: ended here, wherever this is.
+        if self.on_home() && !(self.is_started() && linger::is_preemptible()) {
             // SAFETY: unstarted (nothing runs it: this was its queue entry),
-            // or on its home outside any resume of it.
+            // or on its home outside any resume (not inside any function).
             unsafe { self.end(Some(JoinError::Cancelled)) };
         }
-        // Started elsewhere: its home ends it (`kill_live`).
     }
 }
 
