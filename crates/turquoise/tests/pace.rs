@@ -148,9 +148,9 @@ fn beside_a_parked_thread_the_looks_stay_at_the_granularity() {
     within(Duration::from_secs(60), "beside a parked thread", || {
         let s = spin_for(Duration::from_millis(300), Duration::from_millis(100), Duration::from_millis(1), true);
         // About 300 (one a millisecond; the stall emulator's stalls leave
-        // about 50); intervals that doubled as when alone would make
-        // about 7 a slice, 21 in all.
-        assert!(s.looks >= 40, "looked at {} times in 300 ms beside a parked thread", s.looks);
+        // 38-50); intervals that doubled as when alone would make about 7
+        // a slice, 21 in all.
+        assert!(s.looks >= 30, "looked at {} times in 300 ms beside a parked thread", s.looks);
         assert!(s.preemptions <= 6, "{} stops in 300 ms of 100 ms slices with nothing waiting", s.preemptions);
     });
 }

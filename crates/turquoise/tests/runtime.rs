@@ -217,7 +217,10 @@ fn panics_and_aborts() {
             assert!(h.await.unwrap_err().is_cancelled());
         }
         let done = turquoise::spawn(async { 5 });
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // (Waited for, not timed: a stalled machine may take longer.)
+        while !done.is_finished() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         done.abort(); // finished already: its value stays
         assert_eq!(done.await.unwrap(), 5);
         assert_eq!(turquoise::spawn_cooperative(async { 6 }).await.unwrap(), 6);
