@@ -302,7 +302,11 @@ pub(crate) fn wake_green(sched: &std::sync::Weak<Scheduler>, job: GreenJob, home
     let (s, _) = WORKER.with(|w| w.get());
     if std::ptr::eq(s, sched.as_ptr()) {
         // SAFETY: as in `count_poll` (`s` is non-null: `Weak::as_ptr` of a
-        // scheduler that a worker runs, equal to `WORKER`'s).
+        // scheduler that a worker runs, equal to `WORKER`'s). The weak
+        // pointer cannot name a dead scheduler whose memory a new one
+        // reuses: a thread is queued by a wake-up only while it is idle, and
+        // every thread of a runtime is ended (done, never queued again) by
+        // its home worker before that runtime's scheduler can be freed.
         let s = unsafe { &*s };
         return s.schedule_green(job, home);
     }
