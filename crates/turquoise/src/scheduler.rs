@@ -85,7 +85,7 @@ pub(crate) enum Ran {
 /// entries and `Option<Job>` then fit in two registers. Moved through the
 /// queues and the pick's closures as 24 bytes, they were written in pieces
 /// and read back whole, a store-forwarding stall at each hop that doubled
-/// an async task's yield (50 to 90 ns, `switch_ladder`).
+/// an async task's yield (40 to 90 ns, `switch_ladder`).
 pub(crate) struct GreenJob(Option<Arc<crate::thread::GreenShared>>);
 
 impl GreenJob {
@@ -366,8 +366,8 @@ impl Scheduler {
         self.place(Job::Task(task), pinned, 0);
     }
 
-    /// Queues a green thread: `home` is 1 + its worker once it has one (0:
-    /// any worker may take it).
+    /// Queues a green thread, new or woken: `home` is 1 + its worker once it
+    /// has one (0: any worker may take it; an activity has one from birth).
     pub(crate) fn schedule_green(&self, job: GreenJob, home: usize) {
         self.place(Job::Green(job), 0, home);
     }
@@ -722,11 +722,6 @@ impl Scheduler {
         task.schedule();
     }
 
-    /// Hands a new green thread to the workers: to any (`home` 0), or to
-    /// worker `home - 1` (an activity).
-    pub(crate) fn spawn_green(&self, job: GreenJob, home: usize) {
-        self.schedule_green(job, home);
-    }
 }
 
 thread_local! {

@@ -89,8 +89,6 @@ pub(crate) struct GreenShared {
     cooperative: bool,
     /// The home worker's token (0 before the first resume).
     home: AtomicUsize,
-    /// 1 + the home worker's index (0 before the first resume).
-    home_worker: AtomicUsize,
     sched: Weak<Scheduler>,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
@@ -118,7 +116,7 @@ impl Wake for GreenShared {
         // doc.
         self.status.woken();
         if self.state.load(Ordering::Relaxed) == IDLE && self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            let home = self.home_worker.load(Ordering::Relaxed);
+            let home = self.status.worker.load(Ordering::Relaxed);
             crate::scheduler::wake_green(&self.sched, GreenJob::new(self.clone()), home);
         }
     }
@@ -202,6 +200,11 @@ pub(crate) fn restore_worker_tls() {
     if cur != ended_mark() {
         save_installed(set, cur);
     }
+    load_own(set);
+}
+
+/// Puts the worker's own values (kept in `OWN`) in place.
+fn load_own(set: &tls::SwapSet) {
     OWN.with(|o| {
         if let Some(own) = o.borrow_mut().as_mut() {
             set.load(own);
@@ -482,7 +485,6 @@ impl GreenShared {
     fn make_home(self: &Arc<Self>) {
         self.home.store(home_token(), Ordering::Relaxed);
         let w = crate::scheduler::current_worker().map_or(0, |w| w + 1);
-        self.home_worker.store(w, Ordering::Relaxed);
         self.status.worker.store(w, Ordering::Relaxed);
         LIVE.with(|l| l.borrow_mut().insert(self.thread.id().0, self.clone()));
     }
@@ -691,7 +693,7 @@ where
     T: Send + 'static,
 {
     let (g, h) = build(handle, f, spec, false)?;
-    handle.scheduler().spawn_green(GreenJob::new(g), 0);
+    handle.scheduler().schedule_green(GreenJob::new(g), 0);
     Ok(h)
 }
 
@@ -711,8 +713,8 @@ where
 {
     let (g, h) = build(handle, f, spec, true)?;
     g.make_home();
-    let home = g.home_worker.load(Ordering::Relaxed);
-    handle.scheduler().spawn_green(GreenJob::new(g), home);
+    let home = g.status.worker.load(Ordering::Relaxed);
+    handle.scheduler().schedule_green(GreenJob::new(g), home);
     Ok(h)
 }
 
@@ -748,7 +750,6 @@ where
         slice,
         cooperative: cooperative || local,
         home: AtomicUsize::new(0),
-        home_worker: AtomicUsize::new(0),
         sched: Arc::downgrade(handle.scheduler()),
         dtors: Mutex::new(Vec::new()),
         status: Status::default(),

@@ -186,7 +186,8 @@ pub(crate) struct Status {
     detail: AtomicU64,
     /// When it became runnable (`ticks`), 0 if not.
     since: AtomicU64,
-    /// 1 + the worker it started on (0 before).
+    /// 1 + the worker it started on (0 before): its home, where every
+    /// wake-up queues it (read by the waker, `green.rs`).
     pub(crate) worker: AtomicUsize,
     pub(crate) counters: Counters,
     /// The park the thread is about to make (cause, detail), published as
