@@ -4,7 +4,8 @@
 //! and resume reads the clock once; `rdtsc` costs ~10 ns. When the kernel
 //! itself uses the TSC as its clock source, we convert TSC readings to
 //! CLOCK_MONOTONIC nanoseconds with a rate measured against the real clock
-//! (refined every time the timer is armed, which reads the real clock anyway)
+//! (refined every time the timer is armed, which reads the real clock anyway,
+//! from readings paired tightly with `rdtsc`: a preemption between them is refused)
 //! and a per-thread anchor no older than ~20 ms, so the estimate stays within
 //! microseconds of the real clock (under 1 us on one host, 5-9 us on another,
 //! whose `CLOCK_MONOTONIC` runs slewed against the TSC or whose 12 ms
@@ -41,21 +42,44 @@ pub(crate) fn start() {
     ONCE.call_once(|| {
         let src = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource");
         if src.map(|s| s.trim() == "tsc").unwrap_or(false) {
-            BASE_NS.store(now_ns(), Ordering::Relaxed);
-            BASE_TSC.store(rdtsc(), Ordering::Relaxed);
+            // A base skewed by a preemption between the two readings would
+            // skew the rate for every thread: take a tight pair or none.
+            if let Some((tsc, ns)) = (0..8).find_map(|_| paired()) {
+                BASE_NS.store(ns, Ordering::Relaxed);
+                BASE_TSC.store(tsc, Ordering::Relaxed);
+            }
         }
     });
 }
 
-/// Records a real clock reading `ns` taken just now on this thread: anchors
-/// the thread and refines the rate. Cheap; called where the real clock was
-/// read anyway.
-pub(crate) fn anchor(ts: &ThreadState, ns: u64) {
+/// Widest `rdtsc`, `clock_gettime`, `rdtsc` bracket taken as one instant, in
+/// ticks: the pair costs ~100-200 ticks; 10,000 is 3-5 us at 2-3 GHz. A wider
+/// bracket means the thread was preempted or the VM stalled in between, and
+/// pairing the two readings would put that delay into the anchor and the rate
+/// (a 30 us delay over the 12 ms first baseline made estimates 50 us early).
+const MAX_PAIR_TICKS: u64 = 10_000;
+
+/// A TSC reading and a real clock reading taken at the same instant, give or
+/// take `MAX_PAIR_TICKS`; `None` if something came between them.
+fn paired() -> Option<(u64, u64)> {
+    let before = rdtsc();
+    let ns = now_ns();
+    let after = rdtsc();
+    let width = after.wrapping_sub(before);
+    (width <= MAX_PAIR_TICKS).then(|| (before + width / 2, ns))
+}
+
+/// Reads the real clock on this thread and, when the reading pairs tightly
+/// with the TSC, anchors the thread there and refines the rate. Where the
+/// real clock is read anyway (arming the timer), this adds two `rdtsc`.
+pub(crate) fn read_anchored(ts: &ThreadState) -> u64 {
     let base_tsc = BASE_TSC.load(Ordering::Relaxed);
     if base_tsc == 0 {
-        return;
+        return now_ns();
     }
-    let tsc = rdtsc();
+    let Some((tsc, ns)) = paired() else {
+        return now_ns(); // keep the old anchor rather than a skewed one
+    };
     ts.tsc_anchor.set(tsc);
     ts.ns_anchor.set(ns);
     let dns = ns.saturating_sub(BASE_NS.load(Ordering::Relaxed));
@@ -63,6 +87,7 @@ pub(crate) fn anchor(ts: &ThreadState, ns: u64) {
     if dns >= MIN_BASELINE_NS && dtsc > 0 {
         MULT.store((((dns as u128) << 32) / dtsc as u128) as u64, Ordering::Relaxed);
     }
+    ns
 }
 
 /// CLOCK_MONOTONIC nanoseconds, estimated from the TSC when calibrated.
@@ -77,9 +102,7 @@ pub(crate) fn now(ts: &ThreadState) -> u64 {
             return ts.ns_anchor.get() + dns;
         }
     }
-    let ns = now_ns();
-    anchor(ts, ns);
-    ns
+    read_anchored(ts)
 }
 
 #[cfg(test)]
@@ -95,7 +118,13 @@ mod tests {
         }
         let t = ts();
         std::thread::sleep(std::time::Duration::from_millis(12));
-        anchor(t, now_ns());
+        // A pair can be refused (a preemption between its readings): try again.
+        for _ in 0..8 {
+            read_anchored(t);
+            if MULT.load(Ordering::Relaxed) != 0 {
+                break;
+            }
+        }
         assert_ne!(MULT.load(Ordering::Relaxed), 0, "rate not calibrated after 12 ms");
         let mut worst = 0i64;
         for i in 0..200 {

@@ -211,9 +211,8 @@ fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
     }
     // Track what arming costs here (a near deadline can need a VM exit): the
     // handler never re-arms closer than the base retry plus this.
-    let t1 = crate::thread::now_ns();
+    let t1 = crate::clock::read_anchored(ts);
     ts.armed_at.set(t1);
-    crate::clock::anchor(ts, t1);
     let cost = t1.saturating_sub(t0).min(1_000_000);
     let old = ts.arm_cost.get();
     ts.arm_cost.set(if old == 0 { cost } else { old - old / 4 + cost / 4 });
