@@ -297,7 +297,7 @@ impl Handle {
         let (runnable, task) = async_task::Builder::new().metadata(shared.clone()).spawn(move |_| fut, schedule);
         *shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(runnable.waker());
         self.inner.sched.spawn(runnable);
-        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), shared }
+        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), owner: crate::task::Owner::Task(shared) }
     }
 }
 

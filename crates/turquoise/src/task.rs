@@ -28,9 +28,6 @@ pub(crate) struct Shared {
     pub(crate) pinned: AtomicUsize,
     /// The task's counters, for its handle.
     counters: PollCounters,
-    /// A green thread's own record (its counters, its abort), set at spawn:
-    /// a green thread is not a task, this is its handle's side.
-    pub(crate) green: std::sync::OnceLock<Arc<crate::thread::GreenShared>>,
 }
 
 impl Shared {
@@ -39,7 +36,6 @@ impl Shared {
             aborted: AtomicBool::new(false),
             waker: Mutex::new(None),
             pinned: AtomicUsize::new(0),
-            green: std::sync::OnceLock::new(),
             counters: PollCounters::default(),
         })
     }
@@ -47,9 +43,6 @@ impl Shared {
     /// Cancels the task at its next turn (see `JoinHandle::abort`); nothing
     /// once it has finished.
     fn abort(&self) {
-        if let Some(g) = self.green.get() {
-            return g.abort();
-        }
         self.aborted.store(true, Ordering::Release);
         // A finished task's future is gone, and its waker with it.
         let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -222,7 +215,25 @@ where
 pub struct JoinHandle<T> {
     /// What it waits on; `None` once it has given the value.
     pub(crate) wait: Option<Wait<T>>,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) owner: Owner,
+}
+
+/// What a handle aborts and reads counters from: a task's shared part, or
+/// a green thread's record itself (a green thread is not a task: no task
+/// part is allocated for it).
+#[derive(Clone)]
+pub(crate) enum Owner {
+    Task(Arc<Shared>),
+    Green(Arc<crate::thread::GreenShared>),
+}
+
+impl Owner {
+    fn abort(&self) {
+        match self {
+            Owner::Task(s) => s.abort(),
+            Owner::Green(g) => g.abort(),
+        }
+    }
 }
 
 /// Where a handle's value comes from.
@@ -287,29 +298,32 @@ impl<T> JoinHandle<T> {
     /// `JoinError::Cancelled`, unless the task had finished already.
     pub fn abort(&self) {
         if self.wait.is_some() {
-            self.shared.abort();
+            self.owner.abort();
         }
     }
 
     /// A handle that can abort the task without owning the right to await
     /// it (shareable, as tokio's).
     pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle { shared: self.shared.clone() }
+        AbortHandle { owner: self.owner.clone() }
     }
 
     /// The task's counters so far: polls, preemptions, deferred
     /// preemptions and the worst overrun (all zero but polls for a
     /// cooperative task).
     pub fn stats(&self) -> PollStats {
-        match self.shared.green.get() {
-            Some(g) => g.polls.get(),
-            None => self.shared.counters.get(),
+        match &self.owner {
+            Owner::Green(g) => g.polls.get(),
+            Owner::Task(s) => s.counters.get(),
         }
     }
 
     /// A green thread's counters (None for other tasks).
     pub(crate) fn green_stats(&self) -> Option<crate::thread::ThreadStats> {
-        self.shared.green.get().map(|s| s.status.counters.get())
+        match &self.owner {
+            Owner::Green(g) => Some(g.status.counters.get()),
+            Owner::Task(_) => None,
+        }
     }
 
     /// Has the task finished (returned, panicked or been cancelled)?
@@ -325,13 +339,13 @@ impl<T> JoinHandle<T> {
 /// Aborts a task from anywhere (see [`JoinHandle::abort_handle`]).
 #[derive(Clone)]
 pub struct AbortHandle {
-    shared: Arc<Shared>,
+    owner: Owner,
 }
 
 impl AbortHandle {
     /// See [`JoinHandle::abort`]; nothing if the task has finished.
     pub fn abort(&self) {
-        self.shared.abort();
+        self.owner.abort();
     }
 }
 

@@ -153,3 +153,63 @@ fn a_woken_thread_waiting_for_its_worker_is_runnable() {
         }
     });
 }
+
+/// The registry the dump reads reuses the slots of ended threads (issue 28:
+/// no global map on the spawn path). Threads that end at once, threads
+/// cancelled while parked and threads that live on are spawned from green
+/// threads of both workers and from an OS thread at once, round after round:
+/// every thread alive must be listed, and no ended one (a slot given back
+/// twice, or the wrong one, would drop a live thread from the list). It
+/// also caught a lost cancel: a sleeper cancelled just after its spawn
+/// slept on, and hung its joiner (every run, within 40 rounds).
+#[test]
+fn the_dump_lists_every_live_thread_while_others_come_and_go() {
+    within(Duration::from_secs(240), "registry", || {
+        let rt = runtime(2, Duration::from_micros(20));
+        for round in 0..100 {
+            // From two green spawners (one per worker, if stealing allows)
+            // and this OS thread: short threads, and sleepers kept.
+            let spawn_some = |h: &turquoise::Handle| {
+                let mut keep = Vec::new();
+                for i in 0..60u64 {
+                    let short = Builder::new().spawn_on(h, move || std::hint::black_box(i)).unwrap();
+                    let long = Builder::new()
+                        .spawn_on(h, || {
+                            thread::sleep(Duration::from_secs(3600));
+                            0u64
+                        })
+                        .unwrap();
+                    if i % 3 == 0 {
+                        long.cancel();
+                        assert!(long.join().is_err(), "a cancelled sleeper gave a value");
+                    } else {
+                        keep.push(long);
+                    }
+                    assert_eq!(short.join().unwrap(), i);
+                }
+                keep
+            };
+            let spawners: Vec<_> = (0..2)
+                .map(|_| {
+                    let h = rt.handle().clone();
+                    Builder::new().spawn_on(rt.handle(), move || spawn_some(&h)).unwrap()
+                })
+                .collect();
+            let mut kept = spawn_some(rt.handle());
+            for s in spawners {
+                kept.extend(s.join().unwrap());
+            }
+            let listed: std::collections::HashSet<u64> = thread::dump().iter().map(|t| t.id).collect();
+            let missing: Vec<u64> = kept.iter().map(|k| k.thread().id().as_u64().get()).filter(|id| !listed.contains(id)).collect();
+            assert!(missing.is_empty(), "round {round}: live threads not in the dump: {missing:?}");
+            let ids: Vec<u64> = kept.iter().map(|k| k.thread().id().as_u64().get()).collect();
+            for k in kept {
+                k.cancel();
+                let _ = k.join();
+            }
+            let listed: std::collections::HashSet<u64> = thread::dump().iter().map(|t| t.id).collect();
+            let stale: Vec<&u64> = ids.iter().filter(|id| listed.contains(id)).collect();
+            assert!(stale.is_empty(), "round {round}: ended threads still in the dump: {stale:?}");
+        }
+    });
+}

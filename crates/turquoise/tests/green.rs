@@ -627,3 +627,27 @@ fn cancel_says_whether_it_unwound() {
         assert!(e.is_reclaimed() == ran && e.is_cancelled(), "round {round}: reader (ran: {ran}) {e:?}");
     }
 }
+
+/// A cancel that comes while the thread runs, before it parks, still ends
+/// it: the park's fresh look clears the record of earlier wake-ups, and the
+/// worker must look at the cancel beside it. Cancelled at once after their
+/// spawn, sleepers and channel waiters race their first park on two workers
+/// (all of them slept on for an hour, and hung their joiners, before).
+#[test]
+fn a_cancel_before_the_first_park_ends_the_thread() {
+    common::within(Duration::from_secs(120), "cancel before park", || {
+        let rt = runtime(2, Duration::from_micros(20));
+        for round in 0..2000 {
+            let (_tx, rx) = turquoise::sync::mpsc::channel::<u8>(1);
+            let sleeper = Builder::new().spawn_on(rt.handle(), || thread::sleep(Duration::from_secs(3600))).unwrap();
+            let waiter = Builder::new().spawn_on(rt.handle(), move || drop({ let mut rx = rx; rx.recv() })).unwrap();
+            if round % 2 == 1 {
+                spin(round % 50);
+            }
+            sleeper.cancel();
+            waiter.cancel();
+            assert!(sleeper.join().unwrap_err().is_cancelled(), "round {round}: sleeper");
+            assert!(waiter.join().unwrap_err().is_cancelled(), "round {round}: waiter");
+        }
+    });
+}

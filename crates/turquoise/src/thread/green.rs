@@ -34,7 +34,9 @@
 //! worker, after a park, marks it idle, then (after a fence) looks at
 //! `woken` and queues it itself if it was set. One of the two sees the
 //! other; the compare-and-swap lets only one queue it. The thread clears
-//! `woken` before each look at what it waits for.
+//! `woken` before each look at what it waits for, so a cancel (`abort`,
+//! which sets `aborted` before its wake) is looked at beside `woken`: a
+//! cancel that came before the park's look still ends the thread.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -49,7 +51,7 @@ use super::tls::{self, Image};
 use super::Thread;
 use crate::counters::PollCounters;
 use crate::scheduler::{GreenJob, Ran, Run, Scheduler};
-use crate::task::{JoinCell, JoinError, JoinHandle, Shared, Wait};
+use crate::task::{JoinCell, JoinError, JoinHandle, Owner, Wait};
 
 /// Why the function paused (read by the run that resumed it).
 const NONE: u8 = 0;
@@ -89,6 +91,10 @@ pub(crate) struct GreenShared {
     cooperative: bool,
     /// The home worker's token (0 before the first resume).
     home: AtomicUsize,
+    /// Its slot in its home's `LIVE` list, + 1 (0: not in it).
+    live_key: AtomicUsize,
+    /// Its place in the registry the dump reads.
+    pub(crate) registered: stats::Registered,
     sched: Weak<Scheduler>,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
@@ -127,7 +133,7 @@ std::thread_local! {
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// This worker's started green threads, by id, for shutdown: each is
     /// cancelled here, on its home, before the worker's thread ends.
-    static LIVE: RefCell<crate::id_map::IdMap<u64, Arc<GreenShared>>> = RefCell::new(crate::id_map::IdMap::default());
+    static LIVE: RefCell<slab::Slab<Arc<GreenShared>>> = const { RefCell::new(slab::Slab::new()) };
     /// An address unique to this OS thread while it lives (identifies a
     /// green thread's home).
     static HOME_TOKEN: u8 = const { 0 };
@@ -235,9 +241,13 @@ fn with_worker(f: impl FnOnce(&stats::Counters)) {
     }
 }
 
-/// Takes a thread off this worker's list of live threads (it ended).
-fn forget_live(id: u64) {
-    let _ = LIVE.try_with(|l| l.borrow_mut().remove(&id));
+/// Takes a thread off this worker's list of live threads (it ended); a
+/// second call does nothing (its slot may be another thread's by then).
+fn forget_live(g: &GreenShared) {
+    let at = g.live_key.swap(0, Ordering::Relaxed);
+    if at != 0 {
+        let _ = LIVE.try_with(|l| l.borrow_mut().try_remove(at - 1));
+    }
 }
 
 fn home_token() -> usize {
@@ -351,7 +361,7 @@ fn release_std_thread(g: &GreenShared) {
 enum Step {
     /// It paused: at a park or yield (`yielded`), or stopped by its slice.
     Paused { yielded: bool },
-    /// It ended; its handle has the outcome.
+    /// It ended; the outcome waits in the body for `Body::publish`.
     Ended,
 }
 
@@ -367,12 +377,18 @@ trait Body: Send {
     fn cancel(&mut self) -> Option<linger::Cancelled>;
     /// Tells the handle why there is no value.
     fn fail(&self, e: JoinError);
+    /// Hands the outcome of an ended resume to the handle. Called once the
+    /// thread is off the worker's lists and the dump's registry: a joiner
+    /// never sees the thread it joined still listed.
+    fn publish(&mut self);
 }
 
 struct Typed<T> {
     linger: Option<Linger<T>>,
     image: Option<Image>,
     out: Arc<JoinCell<T>>,
+    /// How it ended, until `publish`.
+    outcome: Option<Result<T, JoinError>>,
 }
 
 impl<T: Send + 'static> Body for Typed<T> {
@@ -425,12 +441,12 @@ impl<T: Send + 'static> Body for Typed<T> {
         };
         if let Some(p) = failed {
             self.linger = None;
-            self.out.complete(Err(JoinError::Panic(p)));
+            self.outcome = Some(Err(JoinError::Panic(p)));
             return Step::Ended;
         }
         match self.linger.take() {
             Some(Linger::Completion(v)) => {
-                self.out.complete(Ok(v));
+                self.outcome = Some(Ok(v));
                 Step::Ended
             }
             Some(Linger::Continuation(c)) => {
@@ -439,7 +455,7 @@ impl<T: Send + 'static> Body for Typed<T> {
                 Step::Paused { yielded }
             }
             Some(Linger::Poison) | None => {
-                self.out.complete(Err(JoinError::Panic(Box::new("turquoise: a green thread's function was poisoned"))));
+                self.outcome = Some(Err(JoinError::Panic(Box::new("turquoise: a green thread's function was poisoned"))));
                 Step::Ended
             }
         }
@@ -455,6 +471,12 @@ impl<T: Send + 'static> Body for Typed<T> {
 
     fn fail(&self, e: JoinError) {
         self.out.complete(Err(e));
+    }
+
+    fn publish(&mut self) {
+        if let Some(o) = self.outcome.take() {
+            self.out.complete(o);
+        }
     }
 }
 
@@ -486,7 +508,8 @@ impl GreenShared {
         self.home.store(home_token(), Ordering::Relaxed);
         let w = crate::scheduler::current_worker().map_or(0, |w| w + 1);
         self.status.worker.store(w, Ordering::Relaxed);
-        LIVE.with(|l| l.borrow_mut().insert(self.thread.id().0, self.clone()));
+        let key = LIVE.with(|l| l.borrow_mut().insert(self.clone()));
+        self.live_key.store(key + 1, Ordering::Relaxed);
     }
 
     /// Cancels the thread at its next turn (its handle's `cancel`).
@@ -529,9 +552,11 @@ impl GreenShared {
             set.swap(img);
         }
         let e = why.unwrap_or(if how == Some(linger::Cancelled::Reclaimed) { JoinError::Reclaimed } else { JoinError::Cancelled });
+        // Off the lists first: a joiner never sees it listed.
+        self.finished();
+        body.publish();
         body.fail(e);
         drop(body);
-        self.finished();
     }
 
     /// It has ended: off the queues and lists for good.
@@ -541,9 +566,9 @@ impl GreenShared {
         self.status.finished();
         // In `critical`: this may run inside a green thread (an unstarted
         // thread dropped unrun by its spawner at shutdown).
-        linger::critical(|| stats::unregister(self.thread.id().0));
+        linger::critical(|| stats::unregister(self));
         if self.is_started() {
-            forget_live(self.thread.id().0);
+            forget_live(self);
         }
     }
 }
@@ -595,7 +620,9 @@ impl Run for GreenShared {
                 crate::scheduler::count_poll(false, None);
                 self.finished();
                 // SAFETY: on its home, the resume is over.
-                drop(unsafe { self.body() }.take());
+                if let Some(mut body) = unsafe { self.body() }.take() {
+                    body.publish();
+                }
                 return Ran::Off;
             }
             Step::Paused { yielded } => yielded,
@@ -615,9 +642,13 @@ impl Run for GreenShared {
         self.polls.add(false, None);
         crate::scheduler::count_poll(false, None);
         let why = self.why.swap(NONE, Ordering::Relaxed);
-        if why != PARK || self.woken.load(Ordering::Acquire) {
+        // A cancel's wake-up counts though the park began after it: the
+        // park's fresh look (`begin_look`) cleared `woken`, not `aborted`.
+        // Without this, a thread cancelled as it was about to park (a
+        // sleep just after its spawn) slept on, and its joiner with it.
+        if why != PARK || self.woken.load(Ordering::Acquire) || self.aborted.load(Ordering::Acquire) {
             // A yield (ours, or `linger::pause` called by the thread's
-            // code); or a park whose wake-up already came.
+            // code); or a park whose wake-up (or cancel) already came.
             if why != PARK {
                 self.status.counters.yielded();
                 if let Some(w) = worker {
@@ -628,12 +659,13 @@ impl Run for GreenShared {
             self.state.store(QUEUED, Ordering::Relaxed);
             return Ran::Ready;
         }
-        // Idle first, then (after `parked`'s fence) a last look at `woken`:
-        // a waker that came meanwhile saw the thread running and left the
-        // queueing to us (see the module doc).
+        // Idle first, then (after `parked`'s fence) a last look at `woken`
+        // and `aborted`: a waker or a cancel that came meanwhile saw the
+        // thread running and left the queueing to us (see the module doc;
+        // `abort` stores `aborted` before the waker's fence).
         // (Release: a waker that finds it idle sees its home.)
         self.state.store(IDLE, Ordering::Release);
-        if !self.status.parked(&self.woken) {
+        if !self.status.parked(&self.woken) || self.aborted.load(Ordering::Relaxed) {
             self.status.runnable(false);
             if self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 return Ran::Ready;
@@ -660,7 +692,10 @@ impl Run for GreenShared {
 /// alive: called by the worker when its loop has ended, inside its runtime.
 pub(crate) fn kill_live() {
     loop {
-        let batch: Vec<Arc<GreenShared>> = LIVE.try_with(|l| l.borrow_mut().drain().map(|(_, k)| k).collect()).unwrap_or_default();
+        let batch: Vec<Arc<GreenShared>> = LIVE.try_with(|l| l.borrow_mut().drain().collect()).unwrap_or_default();
+        for g in &batch {
+            g.live_key.store(0, Ordering::Relaxed);
+        }
         if batch.is_empty() {
             return;
         }
@@ -750,6 +785,8 @@ where
         slice,
         cooperative: cooperative || local,
         home: AtomicUsize::new(0),
+        live_key: AtomicUsize::new(0),
+        registered: stats::Registered::none(),
         sched: Arc::downgrade(handle.scheduler()),
         dtors: Mutex::new(Vec::new()),
         status: Status::default(),
@@ -788,12 +825,11 @@ where
     // a `OnceLock` the worker also takes: not stopped half-way.
     let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
     let out = JoinCell::new();
-    let typed: Box<dyn Body> = Box::new(Typed { linger: Some(l), image, out: out.clone() });
+    let typed: Box<dyn Body> = Box::new(Typed { linger: Some(l), image, out: out.clone(), outcome: None });
     // SAFETY: the record is not shared yet (no queue, list or waker has
     // it; `at_end`'s weak reference is used only when the function runs).
     unsafe { *shared.body.get() = Some(typed) };
     linger::critical(|| stats::register(&shared));
-    let task = Shared::new();
-    let _ = task.green.set(shared.clone());
-    Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), shared: task }))
+    let owner = Owner::Green(shared.clone());
+    Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), owner }))
 }

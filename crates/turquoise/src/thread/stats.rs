@@ -4,7 +4,7 @@
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use super::green::GreenShared;
@@ -305,18 +305,58 @@ pub struct ThreadInfo {
     pub stats: ThreadStats,
 }
 
-/// The live green threads, by id (weak: a thread's record goes with it).
-fn registry() -> &'static Mutex<crate::id_map::IdMap<u64, Weak<GreenShared>>> {
-    static R: OnceLock<Mutex<crate::id_map::IdMap<u64, Weak<GreenShared>>>> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(crate::id_map::IdMap::default()))
+/// The live green threads (weak: a thread's record goes with it), in
+/// shards: a spawner inserts into its own OS thread's shard and the thread's
+/// end removes from it, so spawns on different workers never meet on one
+/// lock (one global map under one mutex was an insert, a remove and a
+/// contended lock per spawn). The dump walks every shard.
+const SHARDS: usize = 32;
+
+#[repr(align(64))] // one cache line each: shards of different workers do not share one
+struct Shard(Mutex<slab::Slab<Weak<GreenShared>>>);
+
+static REGISTRY: [Shard; SHARDS] = [const { Shard(Mutex::new(slab::Slab::new())) }; SHARDS];
+
+fn own_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    std::thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.try_with(|s| *s).unwrap_or(0)
 }
 
+/// Where a thread is in the registry (`Registered::NONE`: nowhere).
+pub(crate) struct Registered(AtomicUsize);
+
+impl Registered {
+    pub(crate) const fn none() -> Registered {
+        Registered(AtomicUsize::new(0))
+    }
+}
+
+/// Lists `g` for the dump (once, at its spawn).
 pub(crate) fn register(g: &Arc<GreenShared>) {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).insert(g.thread.id().0, Arc::downgrade(g));
+    let shard = own_shard();
+    let key = REGISTRY[shard].0.lock().unwrap_or_else(|e| e.into_inner()).insert(Arc::downgrade(g));
+    g.registered.0.store(key * SHARDS + shard + 1, Ordering::Relaxed);
 }
 
-pub(crate) fn unregister(id: u64) {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+/// Takes `g` off the list; a second call does nothing (its slot may be
+/// another thread's by then).
+pub(crate) fn unregister(g: &GreenShared) {
+    let at = g.registered.0.swap(0, Ordering::Relaxed);
+    if at != 0 {
+        let (key, shard) = ((at - 1) / SHARDS, (at - 1) % SHARDS);
+        REGISTRY[shard].0.lock().unwrap_or_else(|e| e.into_inner()).try_remove(key);
+    }
+}
+
+fn registered() -> Vec<Arc<GreenShared>> {
+    let mut live = Vec::new();
+    for shard in &REGISTRY {
+        live.extend(shard.0.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(|(_, w)| w.upgrade()));
+    }
+    live
 }
 
 /// The detail of an I/O park whose call runs on the blocking pool.
@@ -335,8 +375,7 @@ const HOLDING: Duration = Duration::from_millis(10);
 pub fn dump() -> Vec<ThreadInfo> {
     // In `critical`: a green thread stopped holding the lock would block
     // the worker's next spawn or exit.
-    let live: Vec<Arc<GreenShared>> =
-        linger::critical(|| registry().lock().unwrap_or_else(|e| e.into_inner()).values().filter_map(Weak::upgrade).collect());
+    let live: Vec<Arc<GreenShared>> = linger::critical(registered);
     let mut out: Vec<ThreadInfo> = live
         .iter()
         .map(|g| {
