@@ -28,6 +28,7 @@
 //!
 //! Written by hand: no crate builds per-thread images of static TLS.
 
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -71,6 +72,36 @@ pub(crate) struct SwapSet {
 /// One green thread's values of the swap set, packed (or, while it runs,
 /// the worker's own).
 pub(crate) struct Image(Box<[u8]>);
+
+/// Images of ended threads kept for the next spawns on this OS thread: a
+/// spawn then copies the template into one instead of allocating (issue 28,
+/// spawn without allocation once warm). Bounded: a worker that ends many
+/// threads others spawned keeps at most this many.
+const SPARE_MAX: usize = 256;
+
+std::thread_local! {
+    static SPARE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let b = std::mem::take(&mut self.0);
+        if b.is_empty() {
+            return;
+        }
+        // In `critical`: an image dropped inside a green thread (an
+        // unstarted one ended by its spawner at shutdown) must not be
+        // stopped holding the list, which its worker's next spawn borrows.
+        linger::critical(|| {
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_MAX {
+                    s.push(b);
+                }
+            });
+        });
+    }
+}
 
 static SET: OnceLock<Option<SwapSet>> = OnceLock::new();
 
@@ -204,7 +235,15 @@ fn block() -> *mut u8 {
 impl SwapSet {
     /// A new green thread's image: the initial values.
     pub(crate) fn image(&self) -> Image {
-        Image(self.template.clone())
+        // (In `critical`, as in `Image::drop`.)
+        let spare = linger::critical(|| SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten());
+        match spare {
+            Some(mut b) if b.len() == self.template.len() => {
+                b.copy_from_slice(&self.template);
+                Image(b)
+            }
+            _ => Image(self.template.clone()),
+        }
     }
 
     /// Gives back the std `Thread` a green thread made for itself (a first
