@@ -242,7 +242,13 @@ pub(crate) enum Wait<T> {
     /// `None`.
     Task(async_task::FallibleTask<Result<T, JoinError>, Arc<Shared>>),
     /// A green thread's, which is not a task (`thread/green.rs`).
-    Cell(Arc<JoinCell<T>>),
+    Cell(Arc<dyn HasCell<T>>),
+}
+
+/// What holds a green thread's join cell (its typed part, which the
+/// handle shares rather than owning a cell of its own).
+pub(crate) trait HasCell<T>: Send + Sync {
+    fn cell(&self) -> &JoinCell<T>;
 }
 
 /// Where a green thread leaves its value, or why there is none, for its
@@ -254,8 +260,8 @@ pub(crate) struct JoinCell<T> {
 }
 
 impl<T> JoinCell<T> {
-    pub(crate) fn new() -> Arc<JoinCell<T>> {
-        Arc::new(JoinCell { value: Mutex::new(None), done: AtomicBool::new(false), waker: AtomicWaker::new() })
+    pub(crate) fn new() -> JoinCell<T> {
+        JoinCell { value: Mutex::new(None), done: AtomicBool::new(false), waker: AtomicWaker::new() }
     }
 
     /// Leaves the outcome, if none was left before (a thread ended twice,
@@ -331,7 +337,7 @@ impl<T> JoinHandle<T> {
         match &self.wait {
             None => true,
             Some(Wait::Task(t)) => t.is_finished(),
-            Some(Wait::Cell(c)) => c.is_done(),
+            Some(Wait::Cell(c)) => c.cell().is_done(),
         }
     }
 }
@@ -362,7 +368,7 @@ impl<T> Future for JoinHandle<T> {
         let r = match self.wait.as_mut() {
             None => panic!("turquoise: JoinHandle polled after completion"),
             Some(Wait::Task(task)) => Pin::new(task).poll(cx).map(|r| r.unwrap_or(Err(JoinError::Cancelled))),
-            Some(Wait::Cell(c)) => c.poll(cx),
+            Some(Wait::Cell(c)) => c.cell().poll(cx),
         };
         if r.is_ready() {
             self.wait = None;

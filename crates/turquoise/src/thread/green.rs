@@ -103,7 +103,7 @@ pub(crate) struct GreenShared {
     /// Its resumes as polls (its handle's `stats`).
     pub(crate) polls: PollCounters,
     /// The function, its image and where its value goes.
-    body: UnsafeCell<Option<Box<dyn Body>>>,
+    body: UnsafeCell<Option<Arc<dyn Body>>>,
 }
 
 // SAFETY: `body` is touched only on one thread at a time: before the first
@@ -188,7 +188,8 @@ fn save_installed(set: &tls::SwapSet, cur: *const GreenShared) {
     // thread whose body the caller holds (that one is `g` in `install`,
     // and `restore_worker_tls` is not called with a body held).
     let body = unsafe { (*cur).body() };
-    if let Some(img) = body.as_mut().and_then(|b| b.image()) {
+    // SAFETY: as above (the body's rules hold for its run part).
+    if let Some(img) = body.as_ref().and_then(|b| unsafe { b.image() }) {
         set.save(img);
     }
 }
@@ -367,33 +368,63 @@ enum Step {
 
 /// The typed part of a green thread: its function and where its value
 /// goes, behind a trait so that the record and the queues are not generic.
-trait Body: Send {
+trait Body: Send + Sync {
     /// Resumes the function once (the worker's run of it).
-    fn resume(&mut self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step;
+    ///
+    /// # Safety (every `unsafe` method here)
+    /// Under [`GreenShared::body`]'s rules: on the one thread that may
+    /// touch the body now, with no other borrow of its run part alive.
+    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step;
     /// Its image of the thread-locals, if it has its own.
-    fn image(&mut self) -> Option<&mut Image>;
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn image(&self) -> Option<&mut Image>;
     /// Cancels the function where it is (not during a resume); `None` if it
     /// had ended.
-    fn cancel(&mut self) -> Option<linger::Cancelled>;
+    unsafe fn cancel(&self) -> Option<linger::Cancelled>;
     /// Tells the handle why there is no value.
     fn fail(&self, e: JoinError);
     /// Hands the outcome of an ended resume to the handle. Called once the
     /// thread is off the worker's lists and the dump's registry: a joiner
     /// never sees the thread it joined still listed.
-    fn publish(&mut self);
+    unsafe fn publish(&self);
+    /// Gives back what the run part holds (the function, the image) at the
+    /// thread's end: the allocation lives on while the handle holds it.
+    unsafe fn release(&self);
 }
 
+/// A green thread's typed part, one allocation shared by its record and
+/// its handle: what the worker runs, and the cell the handle takes the
+/// value from (they were a box and an `Arc` of their own: issue 28, spawn
+/// with fewer allocations).
 struct Typed<T> {
+    run: UnsafeCell<TypedRun<T>>,
+    out: JoinCell<T>,
+}
+
+struct TypedRun<T> {
     linger: Option<Linger<T>>,
     image: Option<Image>,
-    out: Arc<JoinCell<T>>,
     /// How it ended, until `publish`.
     outcome: Option<Result<T, JoinError>>,
 }
 
+// SAFETY: `run` is touched only through `Body`'s unsafe methods, under
+// `GreenShared::body`'s rules (one thread at a time, as the record's own
+// body); the handle, on any thread, touches only `out`, a `JoinCell`,
+// which is `Sync` for a `Send` value.
+unsafe impl<T: Send> Sync for Typed<T> {}
+
+impl<T: Send> crate::task::HasCell<T> for Typed<T> {
+    fn cell(&self) -> &JoinCell<T> {
+        &self.out
+    }
+}
+
 impl<T: Send + 'static> Body for Typed<T> {
-    fn resume(&mut self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step {
-        let Some(l) = self.linger.as_mut() else { return Step::Ended };
+    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step {
+        // SAFETY: the caller's promise (see the trait).
+        let run = unsafe { &mut *self.run.get() };
+        let Some(l) = run.linger.as_mut() else { return Step::Ended };
         let r = if g.cooperative {
             // Never stopped: each slice that passes bumps the worker's flag,
             // which the activity's yield checks read (`activity::checkpoint`).
@@ -440,43 +471,53 @@ impl<T: Send + 'static> Body for Typed<T> {
             Err(e) => Some(Box::new(format!("turquoise: cannot resume a green thread: {e}")) as _),
         };
         if let Some(p) = failed {
-            self.linger = None;
-            self.outcome = Some(Err(JoinError::Panic(p)));
+            run.linger = None;
+            run.outcome = Some(Err(JoinError::Panic(p)));
             return Step::Ended;
         }
-        match self.linger.take() {
+        match run.linger.take() {
             Some(Linger::Completion(v)) => {
-                self.outcome = Some(Ok(v));
+                run.outcome = Some(Ok(v));
                 Step::Ended
             }
             Some(Linger::Continuation(c)) => {
                 let yielded = c.yielded();
-                self.linger = Some(Linger::Continuation(c));
+                run.linger = Some(Linger::Continuation(c));
                 Step::Paused { yielded }
             }
             Some(Linger::Poison) | None => {
-                self.outcome = Some(Err(JoinError::Panic(Box::new("turquoise: a green thread's function was poisoned"))));
+                run.outcome = Some(Err(JoinError::Panic(Box::new("turquoise: a green thread's function was poisoned"))));
                 Step::Ended
             }
         }
     }
 
-    fn image(&mut self) -> Option<&mut Image> {
-        self.image.as_mut()
+    unsafe fn image(&self) -> Option<&mut Image> {
+        // SAFETY: the caller's promise.
+        unsafe { &mut *self.run.get() }.image.as_mut()
     }
 
-    fn cancel(&mut self) -> Option<linger::Cancelled> {
-        self.linger.take().map(|mut l| l.cancel())
+    unsafe fn cancel(&self) -> Option<linger::Cancelled> {
+        // SAFETY: the caller's promise.
+        unsafe { &mut *self.run.get() }.linger.take().map(|mut l| l.cancel())
     }
 
     fn fail(&self, e: JoinError) {
         self.out.complete(Err(e));
     }
 
-    fn publish(&mut self) {
-        if let Some(o) = self.outcome.take() {
+    unsafe fn publish(&self) {
+        // SAFETY: the caller's promise.
+        if let Some(o) = unsafe { &mut *self.run.get() }.outcome.take() {
             self.out.complete(o);
         }
+    }
+
+    unsafe fn release(&self) {
+        // SAFETY: the caller's promise.
+        let run = unsafe { &mut *self.run.get() };
+        run.linger = None;
+        run.image = None;
     }
 }
 
@@ -497,7 +538,7 @@ impl GreenShared {
     /// on the worker that took the thread from a queue), and not inside a
     /// resume of this thread.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn body(&self) -> &mut Option<Box<dyn Body>> {
+    unsafe fn body(&self) -> &mut Option<Arc<dyn Body>> {
         // SAFETY: the caller's promise.
         unsafe { &mut *self.body.get() }
     }
@@ -536,27 +577,35 @@ impl GreenShared {
         }
         // SAFETY: the caller's promise.
         let slot = unsafe { self.body() };
-        let Some(mut body) = slot.take() else { return };
+        let Some(body) = slot.take() else { return };
+        // SAFETY (of each use of the body's run part below): the caller's
+        // promise, as for `body()`; each borrow ends before the next.
         let set = tls::swap_set().filter(|_| started);
-        if let (Some(set), Some(img)) = (set, body.image()) {
+        if let (Some(set), Some(img)) = (set, unsafe { body.image() }) {
             set.swap(img);
         }
         // Not `CURRENT`: this runs on the worker's stack, where the thread
         // cannot park (its blocking calls block the worker meanwhile).
-        let how = body.cancel();
+        // SAFETY: as above.
+        let how = unsafe { body.cancel() };
         run_dtors(self);
-        if set.is_some() && body.image().is_some() {
+        // SAFETY: as above.
+        if set.is_some() && unsafe { body.image() }.is_some() {
             release_std_thread(self);
         }
-        if let (Some(set), Some(img)) = (set, body.image()) {
+        // SAFETY: as above.
+        if let (Some(set), Some(img)) = (set, unsafe { body.image() }) {
             set.swap(img);
         }
         let e = why.unwrap_or(if how == Some(linger::Cancelled::Reclaimed) { JoinError::Reclaimed } else { JoinError::Cancelled });
         // Off the lists first: a joiner never sees it listed.
         self.finished();
-        body.publish();
+        // SAFETY: as above.
+        unsafe {
+            body.publish();
+            body.release();
+        }
         body.fail(e);
-        drop(body);
     }
 
     /// It has ended: off the queues and lists for good.
@@ -596,8 +645,9 @@ impl Run for GreenShared {
             me.make_home();
         }
         // SAFETY: on its home, in its worker's run of it.
-        let Some(body) = (unsafe { self.body() }).as_mut() else { return Ran::Off };
-        match (tls::swap_set(), body.image()) {
+        let Some(body) = (unsafe { self.body() }).as_ref() else { return Ran::Off };
+        // SAFETY: as above (this run is the body's one user now).
+        match (tls::swap_set(), unsafe { body.image() }) {
             (Some(set), Some(img)) => install(set, self, img),
             // It shares the worker's thread-locals.
             _ => restore_worker_tls(),
@@ -611,7 +661,8 @@ impl Run for GreenShared {
         }
         CURRENT.with(|c| c.set(self));
         WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
-        let step = body.resume(self, start, worker);
+        // SAFETY: as above.
+        let step = unsafe { body.resume(self, start, worker) };
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
         let yielded = match step {
@@ -620,8 +671,12 @@ impl Run for GreenShared {
                 crate::scheduler::count_poll(false, None);
                 self.finished();
                 // SAFETY: on its home, the resume is over.
-                if let Some(mut body) = unsafe { self.body() }.take() {
-                    body.publish();
+                if let Some(body) = unsafe { self.body() }.take() {
+                    // SAFETY: as above.
+                    unsafe {
+                        body.publish();
+                        body.release();
+                    }
                 }
                 return Ran::Off;
             }
@@ -824,11 +879,11 @@ where
     // The set is built once (reading the executable's symbols), under
     // a `OnceLock` the worker also takes: not stopped half-way.
     let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
-    let out = JoinCell::new();
-    let typed: Box<dyn Body> = Box::new(Typed { linger: Some(l), image, out: out.clone(), outcome: None });
+    let typed = Arc::new(Typed { run: UnsafeCell::new(TypedRun { linger: Some(l), image, outcome: None }), out: JoinCell::new() });
+    let out: Arc<dyn crate::task::HasCell<T>> = typed.clone();
     // SAFETY: the record is not shared yet (no queue, list or waker has
     // it; `at_end`'s weak reference is used only when the function runs).
-    unsafe { *shared.body.get() = Some(typed) };
+    unsafe { *shared.body.get() = Some(typed as Arc<dyn Body>) };
     linger::critical(|| stats::register(&shared));
     let owner = Owner::Green(shared.clone());
     Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), owner }))
