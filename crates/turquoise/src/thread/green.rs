@@ -362,7 +362,7 @@ fn release_std_thread(g: &GreenShared) {
 enum Step {
     /// It paused: at a park or yield (`yielded`), or stopped by its slice.
     Paused { yielded: bool },
-    /// It ended; the outcome waits in the body for `Body::publish`.
+    /// It ended; the outcome waits in the body for `Body::close`.
     Ended,
 }
 
@@ -383,13 +383,12 @@ trait Body: Send + Sync {
     unsafe fn cancel(&self) -> Option<linger::Cancelled>;
     /// Tells the handle why there is no value.
     fn fail(&self, e: JoinError);
-    /// Hands the outcome of an ended resume to the handle. Called once the
-    /// thread is off the worker's lists and the dump's registry: a joiner
-    /// never sees the thread it joined still listed.
-    unsafe fn publish(&self);
-    /// Gives back what the run part holds (the function, the image) at the
-    /// thread's end: the allocation lives on while the handle holds it.
-    unsafe fn release(&self);
+    /// At the thread's end: hands the outcome of an ended resume to the
+    /// handle, and gives back what the run part holds (the function, the
+    /// image; the allocation lives on while the handle holds it). Called
+    /// once the thread is off the worker's lists and the dump's registry: a
+    /// joiner never sees the thread it joined still listed.
+    unsafe fn close(&self);
 }
 
 /// A green thread's typed part, one allocation shared by its record and
@@ -404,7 +403,7 @@ struct Typed<T> {
 struct TypedRun<T> {
     linger: Option<Linger<T>>,
     image: Option<Image>,
-    /// How it ended, until `publish`.
+    /// How it ended, until `close` hands it over.
     outcome: Option<Result<T, JoinError>>,
 }
 
@@ -506,16 +505,12 @@ impl<T: Send + 'static> Body for Typed<T> {
         self.out.complete(Err(e));
     }
 
-    unsafe fn publish(&self) {
-        // SAFETY: the caller's promise.
-        if let Some(o) = unsafe { &mut *self.run.get() }.outcome.take() {
-            self.out.complete(o);
-        }
-    }
-
-    unsafe fn release(&self) {
+    unsafe fn close(&self) {
         // SAFETY: the caller's promise.
         let run = unsafe { &mut *self.run.get() };
+        if let Some(o) = run.outcome.take() {
+            self.out.complete(o);
+        }
         run.linger = None;
         run.image = None;
     }
@@ -601,10 +596,7 @@ impl GreenShared {
         // Off the lists first: a joiner never sees it listed.
         self.finished();
         // SAFETY: as above.
-        unsafe {
-            body.publish();
-            body.release();
-        }
+        unsafe { body.close() };
         body.fail(e);
     }
 
@@ -673,10 +665,7 @@ impl Run for GreenShared {
                 // SAFETY: on its home, the resume is over.
                 if let Some(body) = unsafe { self.body() }.take() {
                     // SAFETY: as above.
-                    unsafe {
-                        body.publish();
-                        body.release();
-                    }
+                    unsafe { body.close() };
                 }
                 return Ran::Off;
             }

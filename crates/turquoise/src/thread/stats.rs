@@ -325,7 +325,8 @@ fn own_shard() -> usize {
     SHARD.try_with(|s| *s).unwrap_or(0)
 }
 
-/// Where a thread is in the registry (`Registered::NONE`: nowhere).
+/// Where a thread is in the registry: `key * SHARDS + shard + 1`, 0 when
+/// nowhere.
 pub(crate) struct Registered(AtomicUsize);
 
 impl Registered {
