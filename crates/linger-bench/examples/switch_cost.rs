@@ -5,6 +5,12 @@
 //!
 //! `taskset -c 0 cargo run --release -p linger-bench --example switch_cost`
 //! (`perf record` it to see where the time goes).
+//!
+//! The "floor" rows add to the bare switch only what a timed switch that
+//! keeps each side's FP control state cannot leave out: one clock reading
+//! (`rdtsc`, for the deadline) and the MXCSR reads (the caller's at the
+//! switch in, the function's at the switch out), both slow microcode on
+//! some hosts. The ratios to the floor say what the rest of the path costs.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -38,6 +44,22 @@ fn show(what: &str, (m, lo, hi): (f64, f64, f64), base: Option<f64>) {
     println!("{what:<48} {m:7.1} ns [{lo:.1}-{hi:.1}]{ratio}");
 }
 
+/// `rdtsc`: the clock reading a resume takes for its deadline.
+#[inline(always)]
+fn clock() -> u64 {
+    // SAFETY: rdtsc has no side effects; user space may execute it on Linux.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// `stmxcsr`: one read of the SSE control state.
+#[inline(always)]
+fn mxcsr() -> u32 {
+    let mut m = 0u32;
+    // SAFETY: stores the control register into a local.
+    unsafe { std::arch::asm!("stmxcsr [{m}]", m = in(reg) &mut m, options(nostack, preserves_flags)) };
+    m
+}
+
 fn main() {
     // linger's start-up (timer, tables) before anything is timed.
     assert!(linger::launch(|| (), SLICE).expect("launch").is_completion());
@@ -68,6 +90,23 @@ fn main() {
         black_box(co.resume(()));
     });
     drop(co);
+    let floor_launch = batches(|| {
+        let m = mxcsr();
+        let t = clock();
+        let mut co = Coroutine::with_stack(stack.take().expect("stack"), |_: &Yielder<(), ()>, ()| black_box(1u64));
+        black_box(co.resume(()));
+        black_box((t, m, mxcsr()));
+        stack = Some(co.into_stack());
+    });
+    let mut co = Coroutine::new(|y: &Yielder<(), ()>, ()| loop {
+        black_box(mxcsr());
+        y.suspend(());
+    });
+    let floor_resume = batches(|| {
+        black_box((mxcsr(), clock()));
+        black_box(co.resume(()));
+    });
+    drop(co);
 
     let launch = batches(|| {
         black_box(linger::launch(|| black_box(1u64), SLICE).expect("launch"));
@@ -85,7 +124,11 @@ fn main() {
     drop(p);
 
     show("bare coroutine create + run to return", bare_launch, None);
+    show("  floor: + a clock and two MXCSR reads", floor_launch, Some(bare_launch.0));
     show("linger launch + return, empty fn", launch, Some(bare_launch.0));
+    println!("{:<48} {:7.1}x", "  linger launch / floor", launch.0 / floor_launch.0);
     show("bare coroutine resume + suspend", bare_resume, None);
+    show("  floor: + a clock and two MXCSR reads", floor_resume, Some(bare_resume.0));
     show("linger resume until the fn pauses again", resume, Some(bare_resume.0));
+    println!("{:<48} {:7.1}x", "  linger resume / floor", resume.0 / floor_resume.0);
 }
