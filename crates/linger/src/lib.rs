@@ -135,12 +135,12 @@ impl<T> fmt::Debug for Linger<T> {
 impl<T> Continuation<T> {
     /// Did the function hand back control by calling [`pause`]?
     pub fn yielded(&self) -> bool {
-        self.inner.co.is_some() && self.inner.frame().reason.get() == Suspend::Paused
+        self.inner.is_live() && self.inner.frame().reason.get() == Suspend::Paused
     }
 
     /// Has the function started running (launched with a non-zero timeout or resumed)?
     pub fn started(&self) -> bool {
-        self.inner.co.as_ref().is_some_and(|c| c.started())
+        self.inner.co().is_some_and(|c| c.started())
     }
 }
 
@@ -530,9 +530,9 @@ fn settle<T>(l: &mut Linger<T>, status: Result<Option<Status<T>>, Error>, ending
             }
             std::panic::resume_unwind(p)
         }
-        Some(Status::Overflowed) => {
-            let Linger::Continuation(c) = std::mem::replace(l, Linger::Poison) else { unreachable!() };
-            Err(Error::StackOverflow { stack_size: c.inner.stack_size })
+        Some(Status::Overflowed { stack_size }) => {
+            *l = Linger::Poison;
+            Err(Error::StackOverflow { stack_size })
         }
         Some(Status::Exited) => {
             // The function called `pthread_exit` (or its thread was

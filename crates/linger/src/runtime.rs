@@ -4,10 +4,10 @@
 //! preemptible function that launches or resumes another one is never stopped
 //! half-way through this bookkeeping.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -248,17 +248,31 @@ pub(crate) struct LaunchOptions {
     pub park: Option<crate::park::Hook>,
 }
 
-/// A preemptible function: its coroutine, and its `Frame`, which lives in the
-/// header of its own stack (stable address, no heap allocation per launch).
+/// A preemptible function: one pointer to the header of its own stack,
+/// where its `Frame` and its coroutine live (stable addresses, no heap
+/// allocation per launch). One pointer because a continuation is moved by
+/// value through `Result`, `Linger` and the caller's variables on every
+/// launch: an 80-byte one was copied with 16-byte moves of data just
+/// written with 8-byte stores, each a store-forwarding stall (a fifth of a
+/// launch, `docs/benchmarks.md` 9.5).
 pub(crate) struct Inner<T> {
-    frame: NonNull<Frame>,
-    /// None once the function has finished (the stack went back to the pool).
-    pub co: Option<Co>,
-    pub stack_size: usize,
+    /// None once the function has finished (its stack, header included,
+    /// went back to the pool or was abandoned).
+    head: Option<NonNull<Header>>,
+    _result: PhantomData<T>,
+}
+
+/// What a function keeps in its stack's header, the frame first.
+#[repr(C)]
+struct Header {
+    frame: Frame,
+    /// Its coroutine, which owns the stack this header is in: moved out
+    /// ([`Inner::take_header`]) before the stack is given back.
+    co: UnsafeCell<MaybeUninit<Co>>,
     /// The isolated function's libset: handed back as it is when the
     /// function completes, reset when it is cancelled.
-    lease: Option<gotcha::Lease>,
-    _result: PhantomData<T>,
+    lease: Cell<Option<gotcha::Lease>>,
+    stack_size: usize,
 }
 
 /// How a run ended.
@@ -266,7 +280,8 @@ pub(crate) enum Status<T> {
     Suspended,
     Completed(T),
     Panicked(Box<dyn std::any::Any + Send>),
-    Overflowed,
+    /// It overflowed its stack of this size.
+    Overflowed { stack_size: usize },
     /// Ended by `pthread_exit` or cancellation; the thread is to end too
     /// (`ThreadState::exit_pending`, see `exit.rs`).
     Exited,
@@ -354,11 +369,13 @@ impl<T> Inner<T> {
     where
         F: FnOnce() -> T + 'a,
     {
-        const { assert!(std::mem::size_of::<Frame>() <= crate::stack::MEMO_AT) };
+        const { assert!(std::mem::size_of::<Header>() <= crate::stack::MEMO_AT) };
         let stack = PooledStack::get(stack_size).map_err(Error::StackAllocation)?;
         let (lo, hi) = stack.bounds();
         let guard = stack.guard();
-        let frame = stack.header() as *mut Frame;
+        let head = stack.header() as *mut Header;
+        // `Header` is `repr(C)` with the frame first.
+        let frame = head as *mut Frame;
         // SAFETY: the header is reserved, writable, suitably aligned memory of
         // this stack that nothing else uses; it lives as long as the coroutine.
         unsafe {
@@ -421,36 +438,87 @@ impl<T> Inner<T> {
             })
         };
         let f = Unstarted { f: ManuallyDrop::new(f), frame };
-        // Built in place: moving the coroutine into `Inner` afterwards cost a
-        // store-forwarding stall on every launch.
-        let inner = Inner {
-            // SAFETY: the header address is never null.
-            frame: unsafe { NonNull::new_unchecked(frame) },
-            // SAFETY: the closure may borrow data of lifetime 'a; the returned
-            // continuation carries that lifetime, and the coroutine only runs
-            // while it is alive (a forgotten continuation never runs again).
-            co: Some(unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) }),
-            stack_size,
-            lease: opts.lease,
-            _result: PhantomData,
-        };
-        let trap = inner.co.as_ref().map(|co| co.trap_handler());
-        // SAFETY: just initialised above.
-        unsafe { (*frame).trap.set(trap) };
+        // SAFETY: the closure may borrow data of lifetime 'a; the returned
+        // continuation carries that lifetime, and the coroutine only runs
+        // while it is alive (a forgotten continuation never runs again).
+        let co = unsafe { Co::with_stack_unchecked(stack, move |y: &Yield, t| body(y, t, f)) };
+        let trap = co.trap_handler();
+        // SAFETY: the rest of the header, as above; the frame was just
+        // initialised. The coroutine is moved out before its stack goes back.
+        unsafe {
+            (*frame).trap.set(Some(trap));
+            ptr::addr_of_mut!((*head).co).write(UnsafeCell::new(MaybeUninit::new(co)));
+            ptr::addr_of_mut!((*head).lease).write(Cell::new(opts.lease));
+            ptr::addr_of_mut!((*head).stack_size).write(stack_size);
+        }
         bump(&t.stats.launches);
-        Ok(inner)
+        // SAFETY: the header address is never null.
+        Ok(Inner { head: Some(unsafe { NonNull::new_unchecked(head) }), _result: PhantomData })
+    }
+
+    /// Has the function not finished (its stack still ours)?
+    #[inline]
+    pub(crate) fn is_live(&self) -> bool {
+        self.head.is_some()
+    }
+
+    /// The function's frame, with a lifetime of the caller's choosing: for
+    /// code that switches the function in (a `&mut self` borrow) while it
+    /// reads the frame. Only while the function is live, and not past the
+    /// [`Inner::take_header`] that ends that.
+    #[inline(always)]
+    unsafe fn frame_unbound<'a>(&self) -> &'a Frame {
+        let h = self.head.expect("a live function");
+        // SAFETY: per the contract, the header (frame first) is ours.
+        unsafe { &*(h.as_ptr() as *const Frame) }
     }
 
     /// The function's frame. Only while it has not finished.
     pub(crate) fn frame(&self) -> &Frame {
-        debug_assert!(self.co.is_some());
-        // SAFETY: while `co` is Some the stack, and the frame in its header, is ours.
-        unsafe { self.frame.as_ref() }
+        // SAFETY: borrowed no longer than `self`, which `take_header` needs mutably.
+        unsafe { self.frame_unbound() }
+    }
+
+    /// Its coroutine, while the function is live.
+    #[inline(always)]
+    pub(crate) fn co(&self) -> Option<&Co> {
+        // SAFETY: a live header's coroutine is initialised; only the owner
+        // of the continuation touches it (the function's own code never does).
+        self.head.map(|h| unsafe { (*(*h.as_ptr()).co.get()).assume_init_ref() })
+    }
+
+    #[inline(always)]
+    fn co_mut(&mut self) -> Option<&mut Co> {
+        // SAFETY: as in `co`, and `&mut self` makes this the only reference.
+        self.head.map(|h| unsafe { (*(*h.as_ptr()).co.get()).assume_init_mut() })
+    }
+
+    /// The stack size it was launched with (while live).
+    fn stack_size(&self) -> usize {
+        // SAFETY: a live header, initialised at launch.
+        self.head.map_or(0, |h| unsafe { (*h.as_ptr()).stack_size })
+    }
+
+    /// Its libset lease, taken out of the header (while live).
+    fn take_lease(&self) -> Option<gotcha::Lease> {
+        // SAFETY: a live header's lease cell, touched only by the owner.
+        self.head.and_then(|h| unsafe { (*h.as_ptr()).lease.take() })
+    }
+
+    /// Ends the function's hold on its stack: moves the coroutine (which
+    /// owns the stack) out of the header, which is not read again. A lease
+    /// still in it is dropped, handed back as it is.
+    fn take_header(&mut self) -> Option<Co> {
+        drop(self.take_lease());
+        let h = self.head.take()?;
+        // SAFETY: a live header's coroutine, moved out once: `head` is None
+        // from now on, so nothing reads the header again.
+        Some(unsafe { (*h.as_ptr()).co.get().read().assume_init() })
     }
 
     /// Runs the function for at most `timeout`.
     pub(crate) fn resume(&mut self, timeout: Duration) -> Result<Option<Status<T>>, Error> {
-        if self.co.is_none() {
+        if !self.is_live() {
             return Ok(None);
         }
         let f = self.frame();
@@ -505,7 +573,7 @@ impl<T> Inner<T> {
     /// `flag` instead of stopping the function (see
     /// [`crate::resume_contained_cooperative`]).
     pub(crate) fn resume_cooperative(&mut self, every: Duration, flag: &std::sync::atomic::AtomicU32) -> Result<Option<Status<T>>, Error> {
-        if self.co.is_none() {
+        if !self.is_live() {
             return Ok(None);
         }
         let f = self.frame();
@@ -518,7 +586,7 @@ impl<T> Inner<T> {
         f.yield_flag.set(flag);
         let r = self.resume(every);
         // A function that ended has given its stack (and frame) back.
-        if self.co.is_some() {
+        if self.is_live() {
             self.frame().yield_flag.set(ptr::null());
         }
         r
@@ -547,8 +615,9 @@ impl<T> Inner<T> {
         result: &mut Option<T>,
         go: impl FnOnce(&mut Co) -> CoroutineResult<Suspend, Outcome>,
     ) -> Result<CoroutineResult<Suspend, Outcome>, Error> {
-        // SAFETY: the coroutine is unfinished (checked by the callers).
-        let f = unsafe { self.frame.as_ref() };
+        // SAFETY: the coroutine is unfinished (checked by the callers); `f`
+        // is not used past the switch (read again below).
+        let f = unsafe { self.frame_unbound() };
         // Where the function stores its return value if it finishes now.
         f.result.set(result as *mut Option<T> as *mut ());
         f.caller_defer.set(t.defer.get() - 1);
@@ -588,7 +657,7 @@ impl<T> Inner<T> {
         }
         crate::flow::enter(t, &f.flow, &f.caller_flow);
         f.caller_libset.set(gotcha::set_current_libset(f.libset));
-        let r = go(self.co.as_mut().expect("checked by caller"));
+        let r = go(self.co_mut().expect("checked by caller"));
         if matches!(r, CoroutineResult::Return(_)) {
             // It ended (returned, panicked, unwound) without a switch out:
             // its FP control state may be its own.
@@ -600,7 +669,7 @@ impl<T> Inner<T> {
         // The coroutine returns to the thread that resumed it: `t` is still ours.
         // SAFETY: the frame is still in the stack header: `go` only resumed
         // or unwound the coroutine and the stack has not been recycled yet.
-        let f = unsafe { self.frame.as_ref() };
+        let f = unsafe { self.frame_unbound() };
         gotcha::set_current_libset(f.caller_libset.get());
         crate::flow::leave(t, &f.flow, &f.caller_flow);
         f.running.set(false);
@@ -646,25 +715,29 @@ impl<T> Inner<T> {
                 // in its own code, all of its stack possibly live.
                 let f = self.frame();
                 crate::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::stack::HEADER);
+                let stack_size = self.stack_size();
+                let lease = self.take_lease();
                 // SAFETY: stopped at an arbitrary point of its own code, and
                 // never resumed: abandoning it leaks its heap objects, and
                 // its library call, having returned, holds no lock.
-                unsafe { self.co.as_mut().expect("unfinished").force_reset() };
+                unsafe { self.co_mut().expect("unfinished").force_reset() };
                 self.abandon_stack(0);
-                self.end_lease(true);
+                end_lease(lease, true);
                 bump(&stats.stack_overflows);
-                Status::Overflowed
+                Status::Overflowed { stack_size }
             }
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
+                let stack_size = self.stack_size();
+                let lease = self.take_lease();
                 if matches!(out, Outcome::Overflowed) {
                     // Abandoned in the middle of its deepest frames: all of
                     // its stack may be live.
                     self.abandon_stack(0);
-                    self.end_lease(true);
+                    end_lease(lease, true);
                 } else {
                     self.recycle_stack();
-                    self.end_lease(false);
+                    end_lease(lease, false);
                 }
                 match out {
                     Outcome::Value => {
@@ -677,7 +750,7 @@ impl<T> Inner<T> {
                     }
                     Outcome::Overflowed => {
                         bump(&stats.stack_overflows);
-                        Status::Overflowed
+                        Status::Overflowed { stack_size }
                     }
                     Outcome::Exited(v) => {
                         t.exit_pending.set(Some(v));
@@ -688,26 +761,11 @@ impl<T> Inner<T> {
         }
     }
 
-    /// Gives the function's libset back: reset (its copies' state restored,
-    /// what they allocated freed) if the function was abandoned or
-    /// cancelled after it started, as it is if the function ended by itself
-    /// (what it allocated may be the caller's now).
-    fn end_lease(&mut self, abandoned: bool) {
-        if let Some(l) = self.lease.take() {
-            if abandoned {
-                let r = l.reset();
-                crate::stats::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
-            }
-        }
-    }
-
     fn recycle_stack(&mut self) {
         self.release_frame();
-        // SAFETY: read while the stack (and the frame in its header) is ours.
-        let reserve_open = self.co.is_some() && unsafe { self.frame.as_ref() }.reserve_open.get();
-        // SAFETY: as above.
-        let foreign = self.co.is_some() && unsafe { self.frame.as_ref() }.home.get() != thread_key();
-        if let Some(co) = self.co.take() {
+        let reserve_open = self.is_live() && self.frame().reserve_open.get();
+        let foreign = self.is_live() && self.frame().home.get() != thread_key();
+        if let Some(co) = self.take_header() {
             debug_assert!(co.done());
             let stack = co.into_stack();
             // It overflowed into its reserve and then finished all the same
@@ -730,7 +788,7 @@ impl<T> Inner<T> {
     /// guarantee). Only the dead part below is released.
     fn abandon_stack(&mut self, live_from: usize) {
         self.release_frame();
-        if let Some(co) = self.co.take() {
+        if let Some(co) = self.take_header() {
             debug_assert!(co.done());
             co.into_stack().abandon(live_from);
         }
@@ -739,10 +797,10 @@ impl<T> Inner<T> {
     /// The function can no longer return into a trap address it holds;
     /// and its park hook, which it can no longer call, is dropped.
     fn release_frame(&self) {
-        if self.co.is_some() {
-            // SAFETY: unfinished or just finished: the frame is still in the
-            // stack header, which has not been recycled yet.
-            let f = unsafe { self.frame.as_ref() };
+        if self.is_live() {
+            // Unfinished or just finished: the frame is still in the stack
+            // header, which has not been recycled yet.
+            let f = self.frame();
             crate::return_trap::release(f);
             drop(f.park.take());
         }
@@ -752,7 +810,7 @@ impl<T> Inner<T> {
     /// True if it never started, or stopped where unwinding is defined on
     /// the thread it belongs to.
     pub(crate) fn can_unwind(&self) -> bool {
-        let Some(co) = self.co.as_ref() else { return true };
+        let Some(co) = self.co() else { return true };
         if !co.started() {
             return true;
         }
@@ -764,11 +822,12 @@ impl<T> Inner<T> {
     /// when it stopped at a call site on this thread; otherwise reclaims the
     /// stack without unwinding.
     pub(crate) fn cancel(&mut self) -> Result<crate::Cancelled, Error> {
-        if self.co.is_none() {
+        if !self.is_live() {
             return Ok(crate::Cancelled::NotNeeded);
         }
-        // SAFETY: unfinished, so the frame is live in the stack header.
-        let f = unsafe { self.frame.as_ref() };
+        // SAFETY: unfinished, so the frame is live in the stack header; `f`
+        // is read only before the header is given back below.
+        let f = unsafe { self.frame_unbound() };
         if f.running.get() {
             return Err(Error::Busy);
         }
@@ -776,7 +835,8 @@ impl<T> Inner<T> {
         // was stopped: they are ours again once it is gone (only its own
         // thread holds them; another thread's mask is left as it is).
         let held = f.held.take().filter(|_| f.home.get() == thread_key());
-        let co = self.co.as_mut().expect("checked above");
+        let lease = self.take_lease();
+        let co = self.co_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
         // A panic for the canceller: from dropping the closure, or a new one
@@ -830,7 +890,7 @@ impl<T> Inner<T> {
             if r.is_err() {
                 // Could not even arm (cannot happen with NEVER); fall back.
                 // SAFETY: as in the reclaim branch above.
-                unsafe { self.co.as_mut().expect("present").force_reset() };
+                unsafe { self.co_mut().expect("present").force_reset() };
                 let live_from = f.stopped_sp.get();
                 self.abandon_stack(live_from);
             }
@@ -838,7 +898,7 @@ impl<T> Inner<T> {
             crate::Cancelled::Unwound
         };
         self.recycle_stack();
-        self.end_lease(started);
+        end_lease(lease, started);
         if let Some(m) = held {
             crate::sigmask::set(m);
         }
@@ -847,6 +907,19 @@ impl<T> Inner<T> {
             std::panic::resume_unwind(p);
         }
         Ok(kind)
+    }
+}
+
+/// Gives a function's libset back: reset (its copies' state restored, what
+/// they allocated freed) if the function was abandoned or cancelled after
+/// it started, as it is if the function ended by itself (what it allocated
+/// may be the caller's now).
+fn end_lease(lease: Option<gotcha::Lease>, abandoned: bool) {
+    if let Some(l) = lease {
+        if abandoned {
+            let r = l.reset();
+            crate::stats::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
+        }
     }
 }
 
@@ -860,10 +933,10 @@ fn unwinds_here(f: &Frame) -> bool {
 
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
-        if self.co.is_some() && !self.frame().running.get() {
+        if self.is_live() && !self.frame().running.get() {
             let _ = self.cancel();
         }
-        if let Some(co) = self.co.as_mut() {
+        if let Some(co) = self.co_mut() {
             // Still unfinished (running: cannot happen through the safe API).
             // SAFETY: see the reclaim branch of `cancel`.
             unsafe { co.force_reset() };

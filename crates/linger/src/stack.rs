@@ -86,7 +86,7 @@ fn trim_shared(p: &mut Vec<PooledStack>, room: usize, now: u64) -> Option<Pooled
 }
 /// Bytes reserved at the top of each stack for the runtime's per-function
 /// record (`Frame`), so a launch needs no heap allocation.
-pub(crate) const HEADER: usize = 1024;
+pub(crate) const HEADER: usize = 1152;
 /// Where in the header the stack's `pause()` memo lives, after the `Frame`
 /// (`unwind::Memo`): written once when the stack is mapped, and kept across
 /// the functions that use the stack (a memo is keyed by everything its walk
