@@ -270,8 +270,9 @@ struct Header {
     /// ([`Inner::take_header`]) before the stack is given back.
     co: UnsafeCell<MaybeUninit<Co>>,
     /// The isolated function's libset: handed back as it is when the
-    /// function completes, reset when it is cancelled.
-    lease: Cell<Option<gotcha::Lease>>,
+    /// function completes, reset when it is cancelled. Moved out with the
+    /// coroutine, once.
+    lease: ManuallyDrop<Option<gotcha::Lease>>,
     stack_size: usize,
 }
 
@@ -448,7 +449,7 @@ impl<T> Inner<T> {
         unsafe {
             (*frame).trap.set(Some(trap));
             ptr::addr_of_mut!((*head).co).write(UnsafeCell::new(MaybeUninit::new(co)));
-            ptr::addr_of_mut!((*head).lease).write(Cell::new(opts.lease));
+            ptr::addr_of_mut!((*head).lease).write(ManuallyDrop::new(opts.lease));
             ptr::addr_of_mut!((*head).stack_size).write(stack_size);
         }
         bump(&t.stats.launches);
@@ -499,21 +500,15 @@ impl<T> Inner<T> {
         self.head.map_or(0, |h| unsafe { (*h.as_ptr()).stack_size })
     }
 
-    /// Its libset lease, taken out of the header (while live).
-    fn take_lease(&self) -> Option<gotcha::Lease> {
-        // SAFETY: a live header's lease cell, touched only by the owner.
-        self.head.and_then(|h| unsafe { (*h.as_ptr()).lease.take() })
-    }
-
     /// Ends the function's hold on its stack: moves the coroutine (which
-    /// owns the stack) out of the header, which is not read again. A lease
-    /// still in it is dropped, handed back as it is.
-    fn take_header(&mut self) -> Option<Co> {
-        drop(self.take_lease());
-        let h = self.head.take()?;
-        // SAFETY: a live header's coroutine, moved out once: `head` is None
-        // from now on, so nothing reads the header again.
-        Some(unsafe { (*h.as_ptr()).co.get().read().assume_init() })
+    /// owns the stack) and the lease out of the header, which is not read
+    /// again. (Only here: a lease taken earlier and the header's tag
+    /// rewritten would make this read wait for that store.)
+    fn take_header(&mut self) -> Option<(Co, Option<gotcha::Lease>)> {
+        let h = self.head.take()?.as_ptr();
+        // SAFETY: a live header's coroutine and lease, moved out once:
+        // `head` is None from now on, so nothing reads the header again.
+        unsafe { Some(((*h).co.get().read().assume_init(), ManuallyDrop::into_inner(ptr::addr_of!((*h).lease).read()))) }
     }
 
     /// Runs the function for at most `timeout`.
@@ -716,28 +711,23 @@ impl<T> Inner<T> {
                 let f = self.frame();
                 crate::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::stack::HEADER);
                 let stack_size = self.stack_size();
-                let lease = self.take_lease();
                 // SAFETY: stopped at an arbitrary point of its own code, and
                 // never resumed: abandoning it leaks its heap objects, and
                 // its library call, having returned, holds no lock.
                 unsafe { self.co_mut().expect("unfinished").force_reset() };
-                self.abandon_stack(0);
-                end_lease(lease, true);
+                end_lease(self.abandon_stack(0), true);
                 bump(&stats.stack_overflows);
                 Status::Overflowed { stack_size }
             }
             CoroutineResult::Yield(_) => Status::Suspended,
             CoroutineResult::Return(out) => {
                 let stack_size = self.stack_size();
-                let lease = self.take_lease();
                 if matches!(out, Outcome::Overflowed) {
                     // Abandoned in the middle of its deepest frames: all of
                     // its stack may be live.
-                    self.abandon_stack(0);
-                    end_lease(lease, true);
+                    end_lease(self.abandon_stack(0), true);
                 } else {
-                    self.recycle_stack();
-                    end_lease(lease, false);
+                    end_lease(self.recycle_stack(), false);
                 }
                 match out {
                     Outcome::Value => {
@@ -761,22 +751,24 @@ impl<T> Inner<T> {
         }
     }
 
-    fn recycle_stack(&mut self) {
+    /// Gives the stack of a function that ended back for reuse; returns its
+    /// lease, for the caller to end.
+    fn recycle_stack(&mut self) -> Option<gotcha::Lease> {
         self.release_frame();
         let reserve_open = self.is_live() && self.frame().reserve_open.get();
         let foreign = self.is_live() && self.frame().home.get() != thread_key();
-        if let Some(co) = self.take_header() {
-            debug_assert!(co.done());
-            let stack = co.into_stack();
-            // It overflowed into its reserve and then finished all the same
-            // (left its library call by `longjmp`, say): guard the reserve
-            // again before the stack is reused, or give it up.
-            if reserve_open && !stack.close_reserve() {
-                stack.abandon(0);
-            } else {
-                stack.recycle(foreign);
-            }
+        let (co, lease) = self.take_header()?;
+        debug_assert!(co.done());
+        let stack = co.into_stack();
+        // It overflowed into its reserve and then finished all the same
+        // (left its library call by `longjmp`, say): guard the reserve
+        // again before the stack is reused, or give it up.
+        if reserve_open && !stack.close_reserve() {
+            stack.abandon(0);
+        } else {
+            stack.recycle(foreign);
         }
+        lease
     }
 
     /// Gives up the stack of a function that was abandoned without running
@@ -785,13 +777,14 @@ impl<T> Inner<T> {
     /// (an intrusive waiter node, a future in `block_on`) or a pointer that
     /// another thread keeps into it (a scoped thread's, a channel packet's)
     /// must stay valid, since nothing ran its destructor (`Pin`'s drop
-    /// guarantee). Only the dead part below is released.
-    fn abandon_stack(&mut self, live_from: usize) {
+    /// guarantee). Only the dead part below is released. Returns its
+    /// lease, for the caller to end.
+    fn abandon_stack(&mut self, live_from: usize) -> Option<gotcha::Lease> {
         self.release_frame();
-        if let Some(co) = self.take_header() {
-            debug_assert!(co.done());
-            co.into_stack().abandon(live_from);
-        }
+        let (co, lease) = self.take_header()?;
+        debug_assert!(co.done());
+        co.into_stack().abandon(live_from);
+        lease
     }
 
     /// The function can no longer return into a trap address it holds;
@@ -835,7 +828,8 @@ impl<T> Inner<T> {
         // was stopped: they are ours again once it is gone (only its own
         // thread holds them; another thread's mask is left as it is).
         let held = f.held.take().filter(|_| f.home.get() == thread_key());
-        let lease = self.take_lease();
+        // The lease comes back with the stack, in whichever branch gives it up.
+        let mut lease = None;
         let co = self.co_mut().expect("checked above");
         let _scope = Scope::enter();
         let stats = &ts_caller().stats;
@@ -859,10 +853,10 @@ impl<T> Inner<T> {
             if f.reuse_stack {
                 // The caller promised that nothing outside the function
                 // points into its stack (`Builder::reuse_stack_on_cancel`).
-                self.recycle_stack();
+                lease = self.recycle_stack();
             } else {
                 let live_from = f.stopped_sp.get();
-                self.abandon_stack(live_from);
+                lease = self.abandon_stack(live_from);
             }
             crate::Cancelled::Reclaimed
         } else {
@@ -892,12 +886,12 @@ impl<T> Inner<T> {
                 // SAFETY: as in the reclaim branch above.
                 unsafe { self.co_mut().expect("present").force_reset() };
                 let live_from = f.stopped_sp.get();
-                self.abandon_stack(live_from);
+                lease = self.abandon_stack(live_from);
             }
             bump(&stats.cancels_unwound);
             crate::Cancelled::Unwound
         };
-        self.recycle_stack();
+        let lease = lease.or_else(|| self.recycle_stack());
         end_lease(lease, started);
         if let Some(m) = held {
             crate::sigmask::set(m);
@@ -940,7 +934,7 @@ impl<T> Drop for Inner<T> {
             // Still unfinished (running: cannot happen through the safe API).
             // SAFETY: see the reclaim branch of `cancel`.
             unsafe { co.force_reset() };
-            self.abandon_stack(0);
+            drop(self.abandon_stack(0));
         }
     }
 }
