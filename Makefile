@@ -167,7 +167,7 @@ header:
 	TURQUOISE_UPDATE_HEADER=1 $(CARGO) build -p turquoise
 
 # The C library. `make lib` builds it in the tree: target/release/liblinger.so
-# (soname liblinger.so.MAJOR, set in crates/linger/build.rs) and liblinger.a,
+# (soname liblinger.so.MAJOR, set in crates/linger-c/build.rs) and liblinger.a,
 # plus the soname link that programs linked in the tree load, and
 # linger-uninstalled.pc for pkg-config. `make install` copies it out (without
 # building when it is built already, so that `sudo make install` needs no
@@ -182,7 +182,7 @@ REALNAME := liblinger.so.$(VERSION)
 # libturquoise (green threads for C): carries linger, so a program links one.
 TSONAME := libturquoise.so.$(firstword $(subst ., ,$(VERSION)))
 TREALNAME := libturquoise.so.$(VERSION)
-# What liblinger.a needs from the system, as `cargo rustc -p linger
+# What liblinger.a needs from the system, as `cargo rustc -p linger-c
 # --crate-type staticlib -- --print native-static-libs` reports it (less -lc).
 LIBS_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl
 REL := target/release
@@ -193,7 +193,7 @@ pc = sed -e 's|@prefix@|$(1)|' -e 's|@libdir@|$(2)|' -e 's|@includedir@|$(3)|' \
 	$(or $(5),crates/linger/linger.pc.in) >$(4)
 
 lib:
-	$(CARGO) build --release -p linger -p turquoise
+	$(CARGO) build --release -p linger-c -p turquoise-c
 	ln -sf liblinger.so $(REL)/$(SONAME)
 	ln -sf libturquoise.so $(REL)/$(TSONAME)
 	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/linger-uninstalled.pc)

@@ -1,7 +1,7 @@
 //! Generates the C header from `src/ffi.rs` into OUT_DIR (and into
 //! `include/linger.h` when LINGER_UPDATE_HEADER=1). The test
 //! `header_is_current` compares the two, so a stale committed header fails CI.
-//! Also gives `liblinger.so` its soname (see `make install`).
+//! (`liblinger.so` itself is built by crates/linger-c.)
 
 use std::path::PathBuf;
 
@@ -12,16 +12,6 @@ fn main() {
     println!("cargo:rerun-if-changed=src/stats.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=LINGER_UPDATE_HEADER");
-    // A versioned soname, so that programs built against the installed
-    // library record `liblinger.so.0` and a later incompatible major version
-    // can be installed beside it; the Makefile names the files to match.
-    // Not `rustc-link-arg-cdylib`: cargo hands that one to the cdylibs of
-    // dependent packages too, and liblinger_run.so would claim to be
-    // liblinger.so.0. `rustc-link-arg` stays in this package; besides the
-    // cdylib it reaches only this package's test and example executables,
-    // where a soname is inert (the staticlib is not linked).
-    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
-    println!("cargo:rustc-link-arg=-Wl,-soname,liblinger.so.{major}");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         // Only the C API's own files: the interposed libc functions elsewhere

@@ -1,7 +1,7 @@
 //! Generates the C header from `src/ffi.rs` into OUT_DIR (and into
 //! `include/turquoise.h` when TURQUOISE_UPDATE_HEADER=1); the test
-//! `header_is_current` compares the two. Also gives `libturquoise.so` its
-//! soname (as linger's build.rs does for liblinger).
+//! `header_is_current` compares the two. (`libturquoise.so` itself is built
+//! by crates/turquoise-c.)
 
 use std::path::PathBuf;
 
@@ -11,8 +11,6 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=TURQUOISE_UPDATE_HEADER");
-    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
-    println!("cargo:rustc-link-arg=-Wl,-soname,libturquoise.so.{major}");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_src(crate_dir.join("src/ffi.rs"))

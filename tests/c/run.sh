@@ -69,8 +69,8 @@ if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"
 else
     libdir="$root/target/release"
-    echo "building liblinger and libturquoise (cargo build --release -p linger -p turquoise)"
-    cargo build --release -q -p linger -p turquoise
+    echo "building liblinger and libturquoise (cargo build --release -p linger-c -p turquoise-c)"
+    cargo build --release -q -p linger-c -p turquoise-c
 fi
 for f in liblinger.so liblinger.a libturquoise.so libturquoise.a; do
     [ -f "$libdir/$f" ] || { echo "missing $libdir/$f" >&2; exit 2; }
