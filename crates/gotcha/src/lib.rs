@@ -130,6 +130,7 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     // the variable named; with `all` its library is left shared, and
     // libc's stay the program's: both listed in the report, and warned
     // about once here.
+    relink::set_resolver(libset::resolve);
     let r = relink::install(sel)?;
     if !r.copy_relocated.is_empty() && WARN.load(Ordering::Relaxed) && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
         eprintln!(

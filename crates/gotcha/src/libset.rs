@@ -464,7 +464,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
         if relink::is_libc(c) {
             relink::relink_libc_copy(c, &l.info, &l.obj)?;
         } else {
-            relink::relink_copy(c, &l.info, plan, &streams)?;
+            relink::relink_copy(c, &l.info, plan, &streams, libc_mirror)?;
         }
     }
     if let Some((li, _, _)) = &libc {

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::elf::{Info, Kind};
 use crate::objects::{self, Loaded};
@@ -72,6 +72,19 @@ pub(crate) fn is_libc(o: &Loaded) -> bool {
 }
 
 pub(crate) static PLAN: Mutex<Option<Arc<Plan>>> = Mutex::new(None);
+
+/// Told of newly routed functions (the routed, the index of libc among the
+/// isolated, whether the standard streams are shared) before the
+/// program's slots point at their stubs: the libsets, which stand above
+/// relinking, look the functions up in their copies. Set by the crate's
+/// face before anything is routed.
+type Resolver = fn(&[Routed], Option<usize>, bool);
+static RESOLVER: OnceLock<Resolver> = OnceLock::new();
+
+/// Sets [`RESOLVER`] (once: later calls keep the first).
+pub(crate) fn set_resolver(f: Resolver) {
+    let _ = RESOLVER.set(f);
+}
 
 static INFOS: Mutex<Option<HashMap<String, Arc<Info>>>> = Mutex::new(None);
 
@@ -236,7 +249,9 @@ fn publish(plan: &mut Plan, from: usize, writes: &[(Loaded, Arc<Info>, Vec<Slot>
         r.id = id;
     }
     // Existing libsets learn where the new functions are in their copies.
-    crate::libset::resolve(&plan.routed[from..], plan.libc, plan.std_streams_shared);
+    if let Some(resolve) = RESOLVER.get() {
+        resolve(&plan.routed[from..], plan.libc, plan.std_streams_shared);
+    }
     let mut slots = 0;
     for (o, info, mine) in writes {
         let w: Vec<(usize, usize)> =
@@ -456,9 +471,16 @@ pub(crate) fn refresh() -> Result<usize, Error> {
 /// so that everything it calls outside the isolated libraries is the
 /// program's own definition. With libc isolated, its calls into libc stay
 /// in the libset's copy except what [`libc_policy`] keeps the program's;
-/// stream functions go through the libset's thunks (`streams`). Returns
-/// the slots rewritten.
-pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan, streams: &HashMap<String, usize>) -> Result<usize, Error> {
+/// stream functions go through the libset's thunks (`streams`), and
+/// functions `mirror` names an address for (libc functions that run in
+/// both libcs) to that address. Returns the slots rewritten.
+pub(crate) fn relink_copy(
+    copy: &Loaded,
+    info: &Info,
+    plan: &Plan,
+    streams: &HashMap<String, usize>,
+    mirror: fn(&str) -> Option<usize>,
+) -> Result<usize, Error> {
     let libc = plan.libc.map(|i| plan.isolated[i].extent);
     let mut w = Vec::new();
     for r in &info.relocs {
@@ -473,7 +495,7 @@ pub(crate) fn relink_copy(copy: &Loaded, info: &Info, plan: &Plan, streams: &Has
         let value = if libc.is_some_and(|e| within(&e, target)) {
             if let Some(&t) = streams.get(&s.name) {
                 t
-            } else if let Some(m) = crate::libset::libc_mirror(&s.name) {
+            } else if let Some(m) = mirror(&s.name) {
                 m
             } else if libc_policy::shared(&s.name) || libc_policy::shared_variable(&s.name) {
                 heap::wrapper(&s.name).unwrap_or(target)

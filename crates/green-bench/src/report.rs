@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use green_bench::client::Outcome;
 use green_bench::servers::{Kind, PTHREAD_STACK};
@@ -714,20 +713,3 @@ fn micro(s: &mut String, o: &Opts, m: &MicroResults) {
     s.push('\n');
 }
 
-/// Where the hand-written notes after the section start: kept.
-pub const NOTES: &str = "<!-- green-bench notes: written by hand (profiles of one run); green-bench --write-docs keeps what follows -->";
-
-/// Writes the section and its plots.
-pub fn write_docs(dir: &Path, md: &str, r: &Results) -> Result<(), Box<dyn std::error::Error>> {
-    use bench_util::docs::{replace_section, GREEN_MARKER};
-    let path = dir.join("benchmarks.md");
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    std::fs::write(&path, replace_section(&old, GREEN_MARKER, md, &[NOTES]))?;
-    std::fs::create_dir_all(dir.join("plots"))?;
-    if !r.web.is_empty() {
-        crate::plot::closed(&dir.join("plots/green-throughput.svg"), r, false)?;
-        crate::plot::closed(&dir.join("plots/green-p99.svg"), r, true)?;
-        crate::plot::hol(&dir.join("plots/green-hol.svg"), r)?;
-    }
-    Ok(())
-}

@@ -7,18 +7,10 @@ use crate::latency::{Key, Latency};
 use crate::machine::Machine;
 use crate::memory::Memory;
 use crate::run::{Mode as RunMode, Outcome};
-use crate::stats::{fmt_bytes, fmt_ns, fmt_pct, median, Summary};
+use crate::stats::{fmt_bytes, fmt_ns, fmt_pct, fmt_us, median, Summary};
 use crate::throughput::{label, Mode, Throughput};
 
 pub const COMMAND: &str = "cargo run --release -p linger-bench -- --write-docs";
-
-pub fn fmt_us(us: u64) -> String {
-    if us >= 1000 && us.is_multiple_of(1000) {
-        format!("{} ms", us / 1000)
-    } else {
-        format!("{us} us")
-    }
-}
 
 /// Everything one run measured (a section is `None` when it was skipped).
 pub struct Results {

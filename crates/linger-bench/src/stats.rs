@@ -52,6 +52,15 @@ pub fn median(v: &[f64]) -> f64 {
     percentile(&s, 0.5)
 }
 
+/// Microseconds, as whole milliseconds where they are.
+pub fn fmt_us(us: u64) -> String {
+    if us >= 1000 && us.is_multiple_of(1000) {
+        format!("{} ms", us / 1000)
+    } else {
+        format!("{us} us")
+    }
+}
+
 /// A duration in nanoseconds with a unit that keeps 3 significant digits.
 pub fn fmt_ns(ns: f64) -> String {
     if !ns.is_finite() {

@@ -136,8 +136,8 @@ pub fn run(sc: Scale, sigs: &Signals, p: &mut Progress) -> Throughput {
 pub fn label(m: Mode) -> String {
     match m {
         Mode::Direct => "direct call".into(),
-        Mode::Linger(us) => format!("linger, {} slices", crate::report::fmt_us(us)),
-        Mode::Signals(us) => format!("raw periodic timer signal every {}", crate::report::fmt_us(us)),
+        Mode::Linger(us) => format!("linger, {} slices", crate::stats::fmt_us(us)),
+        Mode::Signals(us) => format!("raw periodic timer signal every {}", crate::stats::fmt_us(us)),
     }
 }
 
