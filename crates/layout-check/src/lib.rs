@@ -28,6 +28,8 @@ pub struct Graph {
     pub files: Vec<String>,
     /// (importer, imported) file indices.
     pub edges: BTreeSet<(usize, usize)>,
+    /// The paths behind each edge, as the importer wrote them.
+    pub why: BTreeMap<(usize, usize), BTreeSet<String>>,
 }
 
 /// The files of the crate whose sources are in `src` (its `src/bin`
@@ -67,21 +69,24 @@ pub fn crate_graph(src: &Path) -> Graph {
         }
     }
     let mut edges = BTreeSet::new();
+    let mut why = BTreeMap::new();
     for (i, t) in texts.iter().enumerate() {
         if roots.contains(&i) {
             continue;
         }
-        let mut found: Vec<ModPath> = uses(t).into_iter().filter_map(|(p, _, _)| absolute(&p, &mods[i], &by_mod)).collect();
-        found.extend(bare_paths(t).into_iter().filter_map(|p| absolute(&p, &mods[i], &by_mod)));
-        for abs in found {
+        let mut written: Vec<ModPath> = uses(t).into_iter().map(|(p, _, _)| p).collect();
+        written.extend(bare_paths(t));
+        for p in written {
+            let Some(abs) = absolute(&p, &mods[i], &by_mod) else { continue };
             if let Some(j) = resolve(&abs, &by_mod, &reexports, 8) {
                 if j != i && !roots.contains(&j) {
                     edges.insert((i, j));
+                    why.entry((i, j)).or_insert_with(BTreeSet::new).insert(p.join("::"));
                 }
             }
         }
     }
-    Graph { files: paths, edges }
+    Graph { files: paths, edges, why }
 }
 
 /// The import circles of `g`: each a sorted list of its files (strongly

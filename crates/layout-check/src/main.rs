@@ -17,7 +17,8 @@ fn main() {
             println!("{name}: a circle of {} files: {}", c.len(), c.join(" "));
             for &(a, b) in &g.edges {
                 if c.contains(&g.files[a]) && c.contains(&g.files[b]) {
-                    println!("  {} -> {}", g.files[a], g.files[b]);
+                    let why: Vec<&str> = g.why.get(&(a, b)).map(|w| w.iter().map(String::as_str).collect()).unwrap_or_default();
+                    println!("  {} -> {}: {}", g.files[a], g.files[b], why.join(", "));
                 }
             }
         }
