@@ -44,6 +44,7 @@ use std::time::Duration;
 use futures_util::task::AtomicWaker;
 use linger::{Builder, Linger};
 
+use crate::counters::PollStats;
 use crate::home::{self, Home};
 
 /// What the outer future and the loop inside the function share.
@@ -69,25 +70,6 @@ impl Wake for Shared {
         self.woken.store(true, Ordering::Release);
         self.outer.wake();
     }
-}
-
-/// Counters of one preemptible future (or runtime task).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PollStats {
-    /// Outer polls.
-    pub polls: u64,
-    /// Outer polls whose slice ran out in the middle of an inner poll.
-    pub preemptions: u64,
-    /// Of those, preemptions whose deadline found the poll in code that
-    /// must not be interrupted (tokio's, libc's, a critical scope) and
-    /// waited for it to return.
-    pub deferred_preemptions: u64,
-    /// The latest stop after a deadline: time from the deadline to the
-    /// stop, worst over the preemptions so far.
-    pub worst_overrun: Duration,
-    /// Outer polls on another thread than the one the stopped inner poll
-    /// ran on: not resumed (see the module's doc).
-    pub misplaced: u64,
 }
 
 /// A future polled in slices of at most `slice` per outer poll (see
@@ -283,7 +265,7 @@ impl Wake for Later {
 /// every poll (`event_interval(1)`) gave the worker to the same stopped
 /// task forever.
 fn requeue_stopped(cx: &mut Context<'_>) -> bool {
-    if crate::scheduler::current_worker().is_some() {
+    if crate::context::current_worker().is_some() {
         cx.waker().wake_by_ref();
         return false;
     }

@@ -41,6 +41,7 @@
 //! (`Builder::launch`, `resume`, `pause`).
 
 mod clock;
+mod context;
 mod counters;
 pub mod ffi;
 mod future;
@@ -54,7 +55,8 @@ pub mod sync;
 mod task;
 pub mod thread;
 
-pub use future::{preemptible, PollStats, Preemptible, PreemptibleExt};
+pub use counters::PollStats;
+pub use future::{preemptible, Preemptible, PreemptibleExt};
 pub use pace::DEFAULT_GRANULARITY;
 pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
 pub use task::{AbortHandle, JoinError, JoinHandle};

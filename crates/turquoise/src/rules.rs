@@ -44,6 +44,7 @@ const RULES: &[(&str, bool)] = &[
     // wakes another (a push on the worker's own deque, a pinned queue's
     // lock), and what it is built on; the mailboxes of `home.rs`.
     ("turquoise::scheduler::", true),
+    ("turquoise::context::", true),
     ("turquoise::home::", true),
     // What tasks call on other tasks: `spawn` (it fills the new task's
     // waker slot under its lock) and `abort` (it clones the waker under that

@@ -242,7 +242,7 @@ impl Handle {
         R: Send + 'static,
     {
         match tokio::runtime::Handle::try_current() {
-            Ok(h) if crate::scheduler::current_worker().is_some() => h.spawn_blocking(f),
+            Ok(h) if crate::context::current_worker().is_some() => h.spawn_blocking(f),
             _ => self.inner.tokio.spawn_blocking(f),
         }
     }
@@ -277,7 +277,7 @@ impl Handle {
 
     /// The index of the calling thread among this runtime's workers.
     pub(crate) fn current_worker(&self) -> Option<usize> {
-        crate::scheduler::worker_of(&self.inner.sched)
+        crate::context::worker_of(Arc::as_ptr(&self.inner.sched) as *const ())
     }
 
     fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>

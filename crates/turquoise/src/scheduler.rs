@@ -36,9 +36,8 @@
 //! push to a pinned or ready queue wakes that worker: through the waker of
 //! its loop.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -47,7 +46,8 @@ use std::time::{Duration, Instant};
 use async_task::{Runnable, ScheduleInfo};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 
-use crate::counters::PollCounters;
+use crate::context;
+use crate::counters::WorkerCounters as Counters;
 use crate::task::Shared;
 
 pub(crate) type Task = Runnable<Arc<Shared>>;
@@ -114,7 +114,7 @@ impl Drop for GreenJob {
 /// How often a worker looks at the injector before its own queues (as
 /// tokio's 61: new tasks from outside are not starved by local ones). It
 /// also looks there first after any poll that used a whole slice
-/// ([`slice_used`]): counted in picks alone, a worker whose polls each take
+/// ([`context::slice_used`]): counted in picks alone, a worker whose polls each take
 /// a slice (activities that yield at their checks, stopped polls) would
 /// make a task spawned from outside wait 61 slices (122 ms at 2 ms).
 const INJECTOR_INTERVAL: u64 = 61;
@@ -130,16 +130,6 @@ struct Turn {
 /// Polls in a batch at most, before the worker's drivers are turned (tokio
 /// turns its drivers every 61 polls).
 const BATCH: u32 = 61;
-
-/// Per-worker counters (see `Runtime::worker_metrics`).
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) polls: PollCounters,
-    pub(crate) steals: AtomicU64,
-    pub(crate) parks: AtomicU64,
-    /// Its green threads' switches, preemptions, parks and waits.
-    pub(crate) green: crate::thread::GreenCounters,
-}
 
 /// A queue other threads push to, with its length readable without the
 /// lock: the worker looks at it before every pick, and locks it only when
@@ -224,67 +214,15 @@ pub(crate) struct Scheduler {
     granularity: Duration,
 }
 
-thread_local! {
-    /// The scheduler and index of the worker this thread is.
-    static WORKER: Cell<(*const Scheduler, usize)> = const { Cell::new((std::ptr::null(), 0)) };
-    /// A poll on this worker used its whole slice since the last pick.
-    static SLICE_USED: Cell<bool> = const { Cell::new(false) };
-    /// See [`on_leave`].
-    static LEAVE: Cell<Option<fn()>> = const { Cell::new(None) };
-}
-
-/// Asks the worker to call `f` before it runs code other than green
-/// threads: an async task, tokio's drivers, its own end (a green thread
-/// left its thread-local values installed, `thread/green.rs`).
-pub(crate) fn on_leave(f: fn()) {
-    LEAVE.with(|l| l.set(Some(f)));
-}
-
-/// Runs what [`on_leave`] asked for, once.
-fn leave() {
-    if let Some(f) = LEAVE.with(|l| l.take()) {
-        f();
-    }
-}
-
-/// Says that the poll running on this worker used its whole slice (an
-/// activity found its slice over at a yield check, or ran past it): the
-/// worker's next pick looks at the injector first.
-pub(crate) fn slice_used() {
-    SLICE_USED.with(|s| s.set(true));
-}
-
-/// Counts a task's poll on the calling worker (none: nothing).
-pub(crate) fn count_poll(preempted: bool, p: Option<linger::Preemption>) {
-    let (s, i) = WORKER.with(|w| w.get());
-    if s.is_null() {
-        return;
-    }
-    // SAFETY: `WORKER` is set only while `Scheduler::worker` runs on this
-    // thread, and that holds an `Arc` of the scheduler; polls happen inside
-    // it.
-    let c = unsafe { &(&(*s).slots)[i].counters };
-    c.polls.add(preempted, p);
-}
-
-/// The calling worker's green-thread counters (null off the workers): valid
-/// while the worker runs, which its scheduler outlives.
-pub(crate) fn green_counters() -> *const crate::thread::GreenCounters {
-    let (s, i) = WORKER.with(|w| w.get());
-    if s.is_null() {
-        return std::ptr::null();
-    }
-    // SAFETY: as in `count_poll`.
-    unsafe { &(&(*s).slots)[i].counters.green }
-}
-
 /// Work waits for the calling worker, besides the task it polls: in its
 /// queues, or in the injector (spawned from outside) when no worker sleeps.
 /// Not its drivers' events. False off the workers.
 pub(crate) fn work_waits() -> bool {
-    let (s, i) = WORKER.with(|w| w.get());
-    // SAFETY: as in `count_poll`.
-    let Some(s) = (unsafe { s.as_ref() }) else { return false };
+    let Some((s, i)) = context::worker() else { return false };
+    // SAFETY: `context::worker` names the scheduler of the worker this
+    // thread runs (`Scheduler::worker` holds an `Arc` of it while it is
+    // set); polls and runs happen inside it.
+    let s = unsafe { &*(s as *const Scheduler) };
     let slot = &s.slots[i];
     // Stealable work is taken by a sleeping worker, woken for it.
     let stealable = s.n_sleepers.load(Ordering::Relaxed) == 0 && (!s.injector.is_empty() || !slot.stealer.is_empty());
@@ -299,10 +237,10 @@ pub(crate) fn work_waits() -> bool {
 /// case: a green thread or a driver of its worker wakes it) the scheduler is
 /// reached without touching its reference count.
 pub(crate) fn wake_green(sched: &std::sync::Weak<Scheduler>, job: GreenJob, home: usize) {
-    let (s, _) = WORKER.with(|w| w.get());
+    let s = context::worker().map_or(std::ptr::null(), |(s, _)| s as *const Scheduler);
     if std::ptr::eq(s, sched.as_ptr()) {
-        // SAFETY: as in `count_poll` (`s` is non-null: `Weak::as_ptr` of a
-        // scheduler that a worker runs, equal to `WORKER`'s). The weak
+        // SAFETY: as in `work_waits` (`s` is non-null: `Weak::as_ptr` of a
+        // scheduler that a worker runs, equal to the context's). The weak
         // pointer cannot name a dead scheduler whose memory a new one
         // reuses: a thread is queued by a wake-up only while it is idle, and
         // every thread of a runtime is ended (done, never queued again) by
@@ -313,22 +251,6 @@ pub(crate) fn wake_green(sched: &std::sync::Weak<Scheduler>, job: GreenJob, home
     if let Some(s) = sched.upgrade() {
         s.schedule_green(job, home);
     }
-}
-
-/// The index of the worker the calling thread is, of `sched` only.
-pub(crate) fn worker_of(sched: &Scheduler) -> Option<usize> {
-    WORKER.with(|w| {
-        let (s, i) = w.get();
-        std::ptr::eq(s, sched).then_some(i)
-    })
-}
-
-/// The index of the worker the calling thread is, of any scheduler.
-pub(crate) fn current_worker() -> Option<usize> {
-    WORKER.with(|w| {
-        let (s, i) = w.get();
-        (!s.is_null()).then_some(i)
-    })
 }
 
 impl Scheduler {
@@ -388,8 +310,7 @@ impl Scheduler {
         }
         if home != 0 {
             let w = home - 1;
-            let me = WORKER.with(|w| w.get());
-            let here = std::ptr::eq(me.0, self) && me.1 == w;
+            let here = context::worker_of(self as *const Scheduler as *const ()) == Some(w);
             // Woken by the worker itself: its own queue, no lock (the
             // borrow is never held across a run; if it were, the shared
             // queue takes it).
@@ -414,8 +335,8 @@ impl Scheduler {
             }
             return;
         }
-        let me = WORKER.with(|w| w.get());
-        let job = if std::ptr::eq(me.0, self) {
+        let me = context::worker_of(self as *const Scheduler as *const ());
+        let job = if me.is_some() {
             LOCAL.with(|l| match l.try_borrow().ok().as_ref().and_then(|d| d.as_ref()) {
                 Some(deque) => {
                     deque.push(job);
@@ -430,8 +351,13 @@ impl Scheduler {
             Some(job) => self.injector.push(job),
             // Woken by this worker's own driver while it waits: it runs the
             // task itself, next (where the I/O was registered).
-            None if self.slots[me.1].waiting.load(Ordering::Relaxed) => return self.notify(me.1),
-            None => {}
+            None => {
+                // (`None`: pushed on this worker's own deque, so `me` is it.)
+                let me = me.unwrap_or(0);
+                if self.slots[me].waiting.load(Ordering::Relaxed) {
+                    return self.notify(me);
+                }
+            }
         }
         self.wake_one();
     }
@@ -493,13 +419,13 @@ impl Scheduler {
     /// Worker `me`'s loop, until shutdown: the future its thread's tokio
     /// runtime blocks on.
     pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Job>) {
-        WORKER.with(|w| w.set((Arc::as_ptr(&self), me)));
+        context::enter(Arc::as_ptr(&self) as *const (), me, &self.slots[me].counters);
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
         crate::pace::start(self.granularity);
         let mut turn = Turn { tick: 0, pinned_at: Instant::now() };
         while poll_fn(|cx| {
             let r = self.batch(me, &mut turn, cx);
-            leave();
+            context::leave();
             r
         })
         .await
@@ -526,7 +452,7 @@ impl Scheduler {
         // Green threads that started here and wait elsewhere (parked on a
         // timer, a channel, a join): ended here, on their home.
         crate::thread::kill_live();
-        WORKER.with(|w| w.set((std::ptr::null(), 0)));
+        context::exit();
     }
 
     /// Runs a batch of tasks: `Ready(true)` to let tokio turn the drivers
@@ -555,7 +481,7 @@ impl Scheduler {
             };
             let stopped = match job {
                 Job::Task(task) => {
-                    leave();
+                    context::leave();
                     let shared = task.metadata().clone();
                     task.run();
                     // Stopped: pinned here, so not running anywhere else.
@@ -583,7 +509,7 @@ impl Scheduler {
             // within a batch of slices), and at the injector first.
             if stopped || polls >= BATCH {
                 if stopped {
-                    slice_used();
+                    context::slice_used();
                 }
                 return Poll::Ready(true);
             }
@@ -620,7 +546,7 @@ impl Scheduler {
     fn next(&self, me: usize, local: &Deque<Job>, turn: &mut Turn) -> Option<Job> {
         let slot = &self.slots[me];
         let tick = turn.tick;
-        if tick.is_multiple_of(INJECTOR_INTERVAL) || SLICE_USED.with(|s| s.replace(false)) {
+        if tick.is_multiple_of(INJECTOR_INTERVAL) || context::take_slice_used() {
             if let Some(t) = self.take_injector(local) {
                 return Some(t);
             }

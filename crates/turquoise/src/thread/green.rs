@@ -128,6 +128,9 @@ impl Wake for GreenShared {
     }
 }
 
+/// The live green threads, for the dump (`dump.rs`).
+pub(crate) static REGISTRY: stats::Registry<GreenShared> = stats::Registry::new();
+
 std::thread_local! {
     /// The green thread running on this worker (null between resumes).
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
@@ -172,7 +175,7 @@ fn install(set: &tls::SwapSet, g: &GreenShared, img: &mut Image) {
             let own = o.get_or_insert_with(|| set.image());
             set.save(own);
         });
-        crate::scheduler::on_leave(restore_worker_tls);
+        crate::context::on_leave(restore_worker_tls);
     } else if cur != ended_mark() {
         save_installed(set, cur);
     }
@@ -433,7 +436,7 @@ impl<T: Send + 'static> Body for Typed<T> {
                 (r, due.swap(0, Ordering::Relaxed))
             });
             if periods > 0 {
-                crate::scheduler::slice_used();
+                crate::context::slice_used();
             }
             if periods > 1 {
                 g.status.counters.overran(periods);
@@ -542,7 +545,7 @@ impl GreenShared {
     /// resume, or (an activity) from its creation.
     fn make_home(self: &Arc<Self>) {
         self.home.store(home_token(), Ordering::Relaxed);
-        let w = crate::scheduler::current_worker().map_or(0, |w| w + 1);
+        let w = crate::context::current_worker().map_or(0, |w| w + 1);
         self.status.worker.store(w, Ordering::Relaxed);
         let key = LIVE.with(|l| l.borrow_mut().insert(self.clone()));
         self.live_key.store(key + 1, Ordering::Relaxed);
@@ -607,7 +610,7 @@ impl GreenShared {
         self.status.finished();
         // In `critical`: this may run inside a green thread (an unstarted
         // thread dropped unrun by its spawner at shutdown).
-        linger::critical(|| stats::unregister(self));
+        linger::critical(|| REGISTRY.unregister(&self.registered));
         if self.is_started() {
             forget_live(self);
         }
@@ -644,7 +647,7 @@ impl Run for GreenShared {
             // It shares the worker's thread-locals.
             _ => restore_worker_tls(),
         }
-        let worker = crate::scheduler::green_counters();
+        let worker = crate::context::green_counters();
         let (waited, start) = self.status.running();
         // SAFETY: see `with_worker`.
         let worker = unsafe { worker.as_ref() };
@@ -660,7 +663,7 @@ impl Run for GreenShared {
         let yielded = match step {
             Step::Ended => {
                 self.polls.add(false, None);
-                crate::scheduler::count_poll(false, None);
+                crate::context::count_poll(false, None);
                 self.finished();
                 // SAFETY: on its home, the resume is over.
                 if let Some(body) = unsafe { self.body() }.take() {
@@ -674,7 +677,7 @@ impl Run for GreenShared {
         if !yielded {
             let stop = linger::last_preemption();
             self.polls.add(true, stop);
-            crate::scheduler::count_poll(true, stop);
+            crate::context::count_poll(true, stop);
             self.status.counters.preempted();
             if let Some(w) = worker {
                 w.preempted();
@@ -684,7 +687,7 @@ impl Run for GreenShared {
             return Ran::Stopped;
         }
         self.polls.add(false, None);
-        crate::scheduler::count_poll(false, None);
+        crate::context::count_poll(false, None);
         let why = self.why.swap(NONE, Ordering::Relaxed);
         // A cancel's wake-up counts though the park began after it: the
         // park's fresh look (`begin_look`) cleared `woken`, not `aborted`.
@@ -873,7 +876,7 @@ where
     // SAFETY: the record is not shared yet (no queue, list or waker has
     // it; `at_end`'s weak reference is used only when the function runs).
     unsafe { *shared.body.get() = Some(typed as Arc<dyn Body>) };
-    linger::critical(|| stats::register(&shared));
+    linger::critical(|| REGISTRY.register(&shared, &shared.registered));
     let owner = Owner::Green(shared.clone());
     Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), owner }))
 }

@@ -29,6 +29,7 @@ mod dump_signal;
 mod green;
 mod park;
 mod poller;
+mod dump;
 mod stats;
 mod tls;
 
@@ -47,7 +48,8 @@ use crate::task::JoinError;
 
 pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
 pub(crate) use green::{kill_live, GreenShared};
-pub use stats::{dump, dump_text, Cause, State, ThreadInfo, ThreadStats};
+pub use dump::{dump, dump_text};
+pub use stats::{Cause, State, ThreadInfo, ThreadStats};
 pub use tls::image_bytes;
 pub(crate) use stats::Counters as GreenCounters;
 

@@ -2,12 +2,11 @@
 //! counters, a `tracing` event per park, and the list of live threads (the
 //! analogue of a goroutine dump).
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::green::GreenShared;
 use crate::clock::{self, ticks, ticks_to_duration};
 
 /// Why a green thread parked.
@@ -183,7 +182,7 @@ pub(crate) struct Status {
     state: AtomicU8,
     /// What it waits on: a descriptor, a CLOCK_MONOTONIC deadline in ns,
     /// a thread id (by the state's cause).
-    detail: AtomicU64,
+    pub(crate) detail: AtomicU64,
     /// When it became runnable (`ticks`), 0 if not.
     since: AtomicU64,
     /// 1 + the worker it started on (0 before): its home, where every
@@ -274,7 +273,7 @@ impl Status {
     pub(crate) fn finished(&self) {
         self.state.store(FINISHED, Ordering::Relaxed);
     }
-    fn state(&self) -> State {
+    pub(crate) fn state(&self) -> State {
         match self.state.load(Ordering::Relaxed) {
             UNSTARTED => State::Unstarted,
             RUNNING => State::Running,
@@ -305,17 +304,21 @@ pub struct ThreadInfo {
     pub stats: ThreadStats,
 }
 
-/// The live green threads (weak: a thread's record goes with it), in
+/// A registry of live records (weak: a record goes with its thread), in
 /// shards: a spawner inserts into its own OS thread's shard and the thread's
 /// end removes from it, so spawns on different workers never meet on one
 /// lock (one global map under one mutex was an insert, a remove and a
-/// contended lock per spawn). The dump walks every shard.
+/// contended lock per spawn). A reader walks every shard. Generic so that
+/// the records' own module keeps the registry of them (`green::REGISTRY`)
+/// and the dump, above it, reads it.
 const SHARDS: usize = 32;
 
 #[repr(align(64))] // one cache line each: shards of different workers do not share one
-struct Shard(Mutex<slab::Slab<Weak<GreenShared>>>);
+struct Shard<T>(Mutex<slab::Slab<Weak<T>>>);
 
-static REGISTRY: [Shard; SHARDS] = [const { Shard(Mutex::new(slab::Slab::new())) }; SHARDS];
+pub(crate) struct Registry<T> {
+    shards: [Shard<T>; SHARDS],
+}
 
 fn own_shard() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -325,7 +328,7 @@ fn own_shard() -> usize {
     SHARD.try_with(|s| *s).unwrap_or(0)
 }
 
-/// Where a thread is in the registry: `key * SHARDS + shard + 1`, 0 when
+/// Where a record is in its registry: `key * SHARDS + shard + 1`, 0 when
 /// nowhere.
 pub(crate) struct Registered(AtomicUsize);
 
@@ -335,88 +338,43 @@ impl Registered {
     }
 }
 
-/// Lists `g` for the dump (once, at its spawn).
-pub(crate) fn register(g: &Arc<GreenShared>) {
-    let shard = own_shard();
-    let key = REGISTRY[shard].0.lock().unwrap_or_else(|e| e.into_inner()).insert(Arc::downgrade(g));
-    g.registered.0.store(key * SHARDS + shard + 1, Ordering::Relaxed);
-}
-
-/// Takes `g` off the list; a second call does nothing (its slot may be
-/// another thread's by then).
-pub(crate) fn unregister(g: &GreenShared) {
-    let at = g.registered.0.swap(0, Ordering::Relaxed);
-    if at != 0 {
-        let (key, shard) = ((at - 1) / SHARDS, (at - 1) % SHARDS);
-        REGISTRY[shard].0.lock().unwrap_or_else(|e| e.into_inner()).try_remove(key);
+impl<T> Registry<T> {
+    pub(crate) const fn new() -> Registry<T> {
+        Registry { shards: [const { Shard(Mutex::new(slab::Slab::new())) }; SHARDS] }
     }
-}
 
-fn registered() -> Vec<Arc<GreenShared>> {
-    let mut live = Vec::new();
-    for shard in &REGISTRY {
-        live.extend(shard.0.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(|(_, w)| w.upgrade()));
+    /// Lists `g`, whose slot is `at` (once, at its spawn).
+    pub(crate) fn register(&self, g: &Arc<T>, at: &Registered) {
+        let shard = own_shard();
+        let key = self.shards[shard].0.lock().unwrap_or_else(|e| e.into_inner()).insert(Arc::downgrade(g));
+        at.0.store(key * SHARDS + shard + 1, Ordering::Relaxed);
     }
-    live
+
+    /// Takes the record in slot `at` off the list; a second call does
+    /// nothing (the slot may be another record's by then).
+    pub(crate) fn unregister(&self, at: &Registered) {
+        let at = at.0.swap(0, Ordering::Relaxed);
+        if at != 0 {
+            let (key, shard) = ((at - 1) / SHARDS, (at - 1) % SHARDS);
+            self.shards[shard].0.lock().unwrap_or_else(|e| e.into_inner()).try_remove(key);
+        }
+    }
+
+    /// The records alive now.
+    pub(crate) fn live(&self) -> Vec<Arc<T>> {
+        let mut live = Vec::new();
+        for shard in &self.shards {
+            live.extend(shard.0.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(|(_, w)| w.upgrade()));
+        }
+        live
+    }
 }
 
 /// The detail of an I/O park whose call runs on the blocking pool.
 pub(crate) const OFFLOADED: u64 = u64::MAX;
 
 /// The detail of a runnable thread stopped in a futex wait.
-const IN_WAIT: u64 = u64::MAX;
-
-/// A thread that has run this long without a switch is shown as holding its
-/// worker: far past any slice, it waits where it cannot be stopped (a
-/// `Once` initialiser another thread runs, stdout's lock: "Waits in Rust's
-/// std" in `docs/safety.md`) or runs code linger defers.
-const HOLDING: Duration = Duration::from_millis(10);
-
-/// The green threads alive now, in the process (every runtime), by id.
-pub fn dump() -> Vec<ThreadInfo> {
-    // In `critical`: a green thread stopped holding the lock would block
-    // the worker's next spawn or exit.
-    let live: Vec<Arc<GreenShared>> = linger::critical(registered);
-    let mut out: Vec<ThreadInfo> = live
-        .iter()
-        .map(|g| {
-            let s = &g.status;
-            let state = s.state();
-            let d = s.detail.load(Ordering::Relaxed);
-            let waiting_on = match state {
-                State::Parked(Cause::Io) if d == OFFLOADED => Some("a file call on the blocking pool".to_string()),
-                State::Parked(Cause::Io) => Some(format!("fd {}", d as i64)),
-                State::Parked(Cause::Timer) => {
-                    let left = Duration::from_nanos(d).saturating_sub(monotonic());
-                    Some(format!("timer, {:.3} ms left", left.as_secs_f64() * 1e3))
-                }
-                State::Parked(Cause::Join) => Some(format!("thread {d}")),
-                State::Parked(_) => None,
-                State::Runnable if d == IN_WAIT => {
-                    Some("a futex wait (a lock, std's park or channel, a join), stopped at its slice".to_string())
-                }
-                State::Running => {
-                    let ran = ticks_to_duration(ticks().saturating_sub(d));
-                    (ran >= HOLDING).then(|| {
-                        format!("nothing it can be stopped in: holding its worker for {:.1} ms", ran.as_secs_f64() * 1e3)
-                    })
-                }
-                _ => None,
-            };
-            let w = s.worker.load(Ordering::Relaxed);
-            ThreadInfo {
-                id: g.thread.id().0,
-                name: g.thread.name().map(str::to_string),
-                state,
-                waiting_on,
-                worker: (w != 0).then(|| w - 1),
-                stats: s.counters.get(),
-            }
-        })
-        .collect();
-    out.sort_by_key(|t| t.id);
-    out
-}
+pub(crate) const IN_WAIT: u64 = u64::MAX;
 
 /// CLOCK_MONOTONIC now, as the park seam's deadlines are given.
 pub(crate) fn monotonic() -> Duration {
@@ -424,40 +382,4 @@ pub(crate) fn monotonic() -> Duration {
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// [`dump`] as text, one line a thread (what `turq_dump` and the dump
-/// signal write).
-pub fn dump_text() -> String {
-    let threads = dump();
-    let mut s = format!("turquoise: {} green threads\n", threads.len());
-    for t in &threads {
-        let _ = write!(s, "thread {}", t.id);
-        if let Some(n) = &t.name {
-            let _ = write!(s, " \"{n}\"");
-        }
-        let _ = write!(s, " [{}]", match t.state {
-            State::Unstarted => "unstarted".to_string(),
-            State::Running => "running".to_string(),
-            State::Runnable => "runnable".to_string(),
-            State::Parked(c) => format!("parked: {c}"),
-            State::Finished => "finished".to_string(),
-        });
-        if let Some(w) = &t.waiting_on {
-            let _ = write!(s, " on {w}");
-        }
-        if let Some(w) = t.worker {
-            let _ = write!(s, ", worker {w}");
-        }
-        let st = &t.stats;
-        let _ = writeln!(
-            s,
-            ", {} switches, {} preemptions, {} parks, {:.3} ms runnable-waiting",
-            st.switches,
-            st.preemptions,
-            st.parks(),
-            st.runnable_wait.as_secs_f64() * 1e3
-        );
-    }
-    s
 }
