@@ -25,6 +25,29 @@ thread_local! {
     static SLICE_USED: Cell<bool> = const { Cell::new(false) };
     /// See [`on_leave`].
     static LEAVE: Cell<Option<fn()>> = const { Cell::new(None) };
+    static DRIVERS: Cell<Option<Drivers>> = const { Cell::new(None) };
+}
+
+/// What the runtime the calling thread is inside (a worker's, or one whose
+/// `block_on` it runs) has of tokio's drivers: what the park seam asks
+/// before it waits on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Drivers {
+    pub(crate) io: bool,
+    pub(crate) time: bool,
+}
+
+/// Sets the drivers of the runtime the calling thread is now inside (None:
+/// none); returns the previous ones. Kept by the runtime beside its
+/// current handle.
+pub(crate) fn set_drivers(d: Option<Drivers>) -> Option<Drivers> {
+    DRIVERS.with(|c| c.replace(d))
+}
+
+/// The drivers of the runtime the calling thread is inside, if any.
+#[inline]
+pub(crate) fn drivers() -> Option<Drivers> {
+    DRIVERS.with(Cell::get)
 }
 
 /// The calling thread is worker `index` of scheduler `sched` until

@@ -151,7 +151,7 @@ impl Builder {
             let t = std::thread::Builder::new().name(format!("{}-{i}", self.name)).spawn(move || {
                 // This thread's timer and signal state, before any task.
                 let _ = linger::init();
-                CURRENT.with(|c| *c.borrow_mut() = Some(h.clone()));
+                set_current(Some(h.clone()));
                 let sched = h.inner.sched.clone();
                 // Unconstrained: tokio's cooperative budget is per tokio
                 // task, and this loop is one for all of ours (preemptible
@@ -167,7 +167,7 @@ impl Builder {
                         std::panic::resume_unwind(e.into_panic());
                     }
                 }
-                CURRENT.with(|c| c.borrow_mut().take());
+                set_current(None);
                 // Blocking tasks still running are left to finish on their
                 // own, as at the runtime's drop.
                 own.shutdown_background();
@@ -202,6 +202,13 @@ pub struct Handle {
 
 thread_local! {
     static CURRENT: RefCell<Option<Handle>> = const { RefCell::new(None) };
+}
+
+/// Makes `h` the calling thread's current runtime (and its drivers the
+/// context's, `context::drivers`); returns the previous one.
+fn set_current(h: Option<Handle>) -> Option<Handle> {
+    crate::context::set_drivers(h.as_ref().map(|h| crate::context::Drivers { io: h.inner.io, time: h.inner.time }));
+    CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), h))
 }
 
 impl Handle {
@@ -264,10 +271,6 @@ impl Handle {
 
     pub(crate) fn has_time(&self) -> bool {
         self.inner.time
-    }
-
-    pub(crate) fn has_io(&self) -> bool {
-        self.inner.io
     }
 
     /// The workers (green threads are queued there directly).
@@ -390,12 +393,11 @@ impl Runtime {
     /// tokio's `block_on`), inside this runtime: tasks it spawns run on the
     /// workers.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.handle.clone()));
+        let prev = set_current(Some(self.handle.clone()));
         struct Restore(Option<Handle>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                let prev = self.0.take();
-                CURRENT.with(|c| *c.borrow_mut() = prev);
+                set_current(self.0.take());
             }
         }
         let _restore = Restore(prev);

@@ -54,7 +54,7 @@ fn deadline(deadline: Option<Duration>) -> Pin<Box<dyn Future<Output = ()>>> {
     if left.is_zero() {
         return Box::pin(std::future::ready(()));
     }
-    let timers = crate::runtime::Handle::try_current().is_some_and(|h| h.has_time());
+    let timers = crate::context::drivers().is_some_and(|d| d.time);
     if left >= Duration::from_millis(2) && timers {
         return Box::pin(tokio::time::sleep(left));
     }
@@ -151,7 +151,7 @@ impl Park for GreenPark {
     /// On the worker's tokio blocking pool; the thread parks as for I/O
     /// (its dump shows no descriptor: the call runs elsewhere).
     fn offload(&self, work: Box<dyn FnOnce() + Send>) -> bool {
-        if green::current().is_none() || crate::runtime::Handle::try_current().is_none() {
+        if green::current().is_none() || crate::context::drivers().is_none() {
             return false;
         }
         // In `critical`: spawning takes the blocking pool's lock.

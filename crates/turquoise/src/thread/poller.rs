@@ -271,7 +271,7 @@ fn ctl(ep: RawFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> Result<
 
 impl Poller {
     fn new() -> Option<Poller> {
-        if !crate::runtime::Handle::try_current().is_some_and(|h| h.has_io()) {
+        if !crate::context::drivers().is_some_and(|d| d.io) {
             return None;
         }
         static OBSERVER: OnceLock<bool> = OnceLock::new();
