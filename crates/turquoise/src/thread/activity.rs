@@ -66,7 +66,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use super::{green, Builder, JoinHandle, Thread, ThreadId};
@@ -74,11 +74,6 @@ use crate::runtime::Handle;
 use crate::task::JoinError;
 
 std::thread_local! {
-    /// Slices that ended while the worker's current activity ran (linger's
-    /// cooperative resume bumps it; the thread's run clears it around each
-    /// resume). A turquoise thread-local: the worker's own, never part of a
-    /// green thread's image (`tls.rs`).
-    pub(super) static DUE: AtomicU32 = const { AtomicU32::new(0) };
     /// This OS thread's number, never reused (see [`HomeBound`]).
     static THREAD_NO: Cell<u64> = const { Cell::new(0) };
 }
@@ -90,7 +85,7 @@ std::thread_local! {
 /// thread) it does nothing.
 #[inline]
 pub fn checkpoint() {
-    if DUE.with(|d| d.load(Ordering::Relaxed)) != 0 {
+    if green::DUE.with(|d| d.load(Ordering::Relaxed)) != 0 {
         checkpoint_due();
     }
 }
@@ -163,7 +158,7 @@ impl Builder {
             let f = body.into_inner();
             HomeBound::new(f())
         };
-        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true };
+        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true, park: super::park::HOOK.clone() };
         // SAFETY: we are on a worker of `handle` (checked above), where the
         // activity stays (`green::spawn_local`); `run` and its result cross
         // no thread: see `HomeBound`.

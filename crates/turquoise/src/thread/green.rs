@@ -132,6 +132,11 @@ impl Wake for GreenShared {
 pub(crate) static REGISTRY: stats::Registry<GreenShared> = stats::Registry::new();
 
 std::thread_local! {
+    /// Slices that ended while the worker's current activity ran (linger's
+    /// cooperative resume bumps it; the thread's run clears it around each
+    /// resume). A turquoise thread-local: the worker's own, never part of a
+    /// green thread's image (`tls.rs`).
+    pub(super) static DUE: std::sync::atomic::AtomicU32 = const { std::sync::atomic::AtomicU32::new(0) };
     /// The green thread running on this worker (null between resumes).
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// This worker's started green threads, by id, for shutdown: each is
@@ -430,7 +435,7 @@ impl<T: Send + 'static> Body for Typed<T> {
         let r = if g.cooperative {
             // Never stopped: each slice that passes bumps the worker's flag,
             // which the activity's yield checks read (`activity::checkpoint`).
-            let (r, periods) = super::activity::DUE.with(|due| {
+            let (r, periods) = DUE.with(|due| {
                 due.store(0, Ordering::Relaxed);
                 let r = linger::resume_contained_cooperative(l, g.slice, due);
                 (r, due.swap(0, Ordering::Relaxed))
@@ -764,6 +769,9 @@ pub(crate) struct Spec {
     pub(crate) own_tls: bool,
     /// An activity (see `activity.rs`).
     pub(crate) cooperative: bool,
+    /// The park hook its blocking calls go to (`park.rs`, which stands
+    /// above the records).
+    pub(crate) park: Arc<dyn linger::park::Park>,
 }
 
 /// Sets a green thread up and queues it on `handle`'s workers. Its stack is
@@ -806,7 +814,7 @@ where
     T: Send + 'static,
 {
     crate::rules::install();
-    let Spec { thread, stack_size, slice, own_tls, cooperative } = spec;
+    let Spec { thread, stack_size, slice, own_tls, cooperative, park } = spec;
     // Its thread-locals die with it, on its stack, as a pthread's: after
     // it returns, panics or exits (`pthread_exit`'s forced unwind runs
     // this drop too). Panics and exits are not caught here: linger
@@ -855,7 +863,7 @@ where
     // stopped half-way.)
     let own_std_thread = own_tls && linger::critical(|| tls::swap_set().is_some());
     let mut b = linger::Builder::new()
-        .park_with(super::park::HOOK.clone())
+        .park_with(park)
         .stop_in_futex_waits(true)
         .stop_in_std_waits(own_std_thread);
     if let Some(s) = stack_size {

@@ -25,6 +25,7 @@
 
 mod activity;
 mod atexit;
+mod block;
 mod dump_signal;
 mod green;
 mod park;
@@ -32,21 +33,25 @@ mod poller;
 mod dump;
 mod stats;
 mod tls;
+mod types;
 
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::num::NonZeroU64;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::runtime::{Handle, Runtime};
 use crate::task::JoinError;
 
 pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
+pub use block::block_on;
+pub(crate) use block::{block_on_as, block_on_until_as};
+use types::linger_error;
+pub use types::{Exited, StackOverflow, Thread, ThreadId};
 pub(crate) use green::{kill_live, GreenShared};
 pub use dump::{dump, dump_text};
 pub use stats::{Cause, State, ThreadInfo, ThreadStats};
@@ -55,41 +60,6 @@ pub(crate) use stats::Counters as GreenCounters;
 
 /// Largest stack a green thread may ask for (beyond it: `InvalidInput`).
 pub const MAX_STACK_SIZE: usize = 1 << 30;
-
-/// A green thread's identity: never reused within the process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ThreadId(pub(crate) u64);
-
-impl ThreadId {
-    fn next() -> ThreadId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        ThreadId(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// As a number (non-zero).
-    pub fn as_u64(&self) -> NonZeroU64 {
-        NonZeroU64::new(self.0).expect("ids start at 1")
-    }
-}
-
-/// A handle to a green thread: its id and name.
-#[derive(Clone, Debug)]
-pub struct Thread {
-    id: ThreadId,
-    name: Option<Arc<str>>,
-}
-
-impl Thread {
-    /// The thread's id.
-    pub fn id(&self) -> ThreadId {
-        self.id
-    }
-
-    /// The name given with [`Builder::name`].
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-}
 
 /// The green thread calling, or `None` on an ordinary thread (or in an
 /// async task).
@@ -188,7 +158,7 @@ impl Builder {
         // Not preemptive: an activity, whose slice is its yield checks' period.
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
-        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative };
+        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
         let task = green::spawn(handle, f, spec).map_err(linger_error)?;
         Ok(JoinHandle { task, thread })
     }
@@ -204,15 +174,6 @@ impl Builder {
             return Err(io::Error::other("turquoise: the runtime has shut down"));
         }
         Ok(())
-    }
-}
-
-fn linger_error(e: linger::Error) -> io::Error {
-    match e {
-        linger::Error::Config(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
-        linger::Error::StackAllocation(e) => io::Error::new(e.kind(), format!("turquoise: no stack for a green thread: {e}")),
-        linger::Error::OutOfMemory => io::Error::new(io::ErrorKind::OutOfMemory, e),
-        e => io::Error::other(e),
     }
 }
 
@@ -258,23 +219,6 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
         rt
     });
     Ok(won)
-}
-
-/// The payload of a green thread's `JoinError::Panic` when it ended by
-/// `pthread_exit` (C code in it, or `turq_exit`), with the value given.
-#[derive(Debug, Clone, Copy)]
-pub struct Exited {
-    /// The value passed to `pthread_exit` (`PTHREAD_CANCELED`, all ones, if
-    /// it was cancelled with `pthread_cancel`).
-    pub value: usize,
-}
-
-/// The payload of a green thread's `JoinError::Panic` when it overflowed
-/// its stack (it was abandoned: its destructors did not run).
-#[derive(Debug, Clone, Copy)]
-pub struct StackOverflow {
-    /// The usable stack it had, in bytes.
-    pub stack_size: usize,
 }
 
 /// Spawns a green thread running `f` (see [`Builder::spawn`]); panics if it
@@ -353,102 +297,10 @@ impl<T> fmt::Debug for JoinHandle<T> {
     }
 }
 
-/// Runs `fut` to completion: inside a green thread, parking the thread
-/// (not its worker) while `fut` is pending; elsewhere, blocking the calling
-/// thread. Inside a green thread, `fut` may use the runtime's I/O and
-/// timers (tokio's, of the worker it runs on).
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    block_on_as(Cause::Future, 0, fut)
-}
-
-/// [`block_on`], parking for `cause` (for counters, tracing and dumps).
-///
-/// Inside a `critical` scope (an activity's [`no_yield`]) a green thread
-/// does not park, which would switch: it blocks its worker as an OS thread
-/// would (a wait that only its own worker could end never does).
-pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
-    block_on_parking(cause, detail, fut, false)
-}
-
-/// [`block_on_as`] for the park hook's own waits (`park.rs`): the park
-/// skips walking the hook's frames again (see `green::park`). `fut` must
-/// be the hook's own future, which runs no code of the program's.
-pub(crate) fn block_on_in_hook<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
-    block_on_parking(cause, detail, fut, true)
-}
-
-fn block_on_parking<F: Future>(cause: Cause, detail: u64, fut: F, in_hook: bool) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    if green::current().is_some() && !linger::in_critical() {
-        loop {
-            let waker = green::begin_look().expect("inside a green thread");
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-                return v;
-            }
-            green::park(cause, detail, in_hook);
-        }
-    }
-    block_os(fut, None).expect("no deadline")
-}
-
-/// [`block_on_as`] until `deadline`: `None` if `fut` was still pending then
-/// (it is dropped). A green thread parks on its worker's timer (without
-/// one, it yields between looks); an OS thread parks with a timeout.
-pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: std::time::Instant, fut: F) -> Option<F::Output> {
-    if green::current().is_some() && !linger::in_critical() {
-        if Handle::try_current().is_some_and(|h| h.has_time()) {
-            return block_on_as(cause, detail, tokio::time::timeout_at(deadline.into(), fut)).ok();
-        }
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                return Some(v);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            green::yield_now();
-        }
-    }
-    block_os(std::pin::pin!(fut), Some(deadline))
-}
-
-/// Polls `fut` on the calling OS thread, parking the thread between looks,
-/// until it is ready or `deadline` passes (`None`).
-fn block_os<F: Future>(mut fut: Pin<&mut F>, deadline: Option<std::time::Instant>) -> Option<F::Output> {
-    let waker = Waker::from(Arc::new(OsThread(std::thread::current())));
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-            return Some(v);
-        }
-        match deadline {
-            None => std::thread::park(),
-            Some(d) => {
-                let now = std::time::Instant::now();
-                if now >= d {
-                    return None;
-                }
-                std::thread::park_timeout(d - now);
-            }
-        }
-    }
-}
-
-struct OsThread(std::thread::Thread);
-
-impl Wake for OsThread {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Sleeps for `d`: a green thread parks on its worker's timer; an ordinary
 /// thread sleeps.
 pub fn sleep(d: Duration) {
-    if green::current().is_some() && !linger::in_critical() && Handle::try_current().is_some_and(|h| h.has_time()) {
+    if green::current().is_some() && !linger::in_critical() && crate::context::drivers().is_some_and(|d| d.time) {
         let until = stats::monotonic().saturating_add(d).as_nanos() as u64;
         block_on_as(Cause::Timer, until, tokio::time::sleep(d));
     } else {

@@ -30,7 +30,7 @@ use std::time::Duration;
 use linger::park::{Interest, Park};
 use tokio::io::unix::AsyncFd;
 
-use super::block_on_in_hook;
+use super::block::block_on_in_hook;
 use super::green;
 use super::poller::{self, WaitCell};
 use super::stats::Cause;
