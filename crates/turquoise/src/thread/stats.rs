@@ -284,7 +284,7 @@ impl Status {
     }
 }
 
-/// One live green thread, as [`dump`] sees it.
+/// One live green thread, as [`dump`](super::dump) sees it.
 #[derive(Clone, Debug)]
 pub struct ThreadInfo {
     /// Its id.

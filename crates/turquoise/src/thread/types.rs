@@ -36,7 +36,7 @@ impl Thread {
         self.id
     }
 
-    /// The name given with [`Builder::name`].
+    /// The name given with [`Builder::name`](super::Builder::name).
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
