@@ -19,6 +19,11 @@
 //! The frames above an entry (libc's start-up code) are never judged: they
 //! are the program's callers, not calls it made.
 
+// The one architecture: a clear error elsewhere, not a build that fails
+// deep inside an `asm!` block.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("libas-safe runs on x86-64 Linux only, as linger, which it is built on");
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_void};

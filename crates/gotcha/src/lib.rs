@@ -26,6 +26,11 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// The one architecture: a clear error elsewhere, not a build that fails
+// deep inside an `asm!` block.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("gotcha runs on x86-64 Linux only: its call stubs, relocation handling and trap-and-redirect are x86-64 code");
+
 mod dispatch;
 mod elf;
 mod error;

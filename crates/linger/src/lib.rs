@@ -29,6 +29,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// The one architecture: a clear error elsewhere, not a build that fails
+// deep inside an `asm!` block.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("linger runs on x86-64 Linux only: its context switch, signal-frame layout, trap stubs and code tables are x86-64 code");
+
 mod clock;
 mod config;
 pub mod deferral;

@@ -40,6 +40,11 @@
 //! Layers: `future.rs` is the wrapper, on top of `linger`'s public API only
 //! (`Builder::launch`, `resume`, `pause`).
 
+// The one architecture: a clear error elsewhere, not a build that fails
+// deep inside an `asm!` block.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("turquoise runs on x86-64 Linux only, as linger, which it is built on");
+
 mod clock;
 mod context;
 mod counters;
