@@ -111,7 +111,7 @@ impl Builder {
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
         let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
-        let task = green::spawn(handle, f, spec).map_err(linger_error)?;
+        let task = green::spawn(handle.scheduler(), f, spec).map_err(linger_error)?;
         Ok(JoinHandle { task, thread })
     }
 }

@@ -774,16 +774,16 @@ pub(crate) struct Spec {
     pub(crate) park: Arc<dyn linger::park::Park>,
 }
 
-/// Sets a green thread up and queues it on `handle`'s workers. Its stack is
+/// Sets a green thread up and queues it on `sched`'s workers. Its stack is
 /// taken now, so that running out of memory or stacks is the spawner's
 /// error.
-pub(crate) fn spawn<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+pub(crate) fn spawn<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (g, h) = build(handle, f, spec, false)?;
-    handle.scheduler().schedule_green(GreenJob::new(g), 0);
+    let (g, h) = build(sched, f, spec, false)?;
+    sched.schedule_green(GreenJob::new(g), 0);
     Ok(h)
 }
 
@@ -791,24 +791,24 @@ where
 /// resumed and ended on this thread only, cooperatively.
 ///
 /// # Safety
-/// Called on a worker thread of `handle`. `f` and what it returns need not
+/// Called on a worker thread of `sched`. `f` and what it returns need not
 /// be `Send` (the caller wraps them in `activity::HomeBound`): the linger
 /// function holding `f` is launched here, not migratable, the record is
 /// homed here from the start (so neither a run nor an end elsewhere touches
 /// it), and the worker ends it at shutdown.
-pub(crate) unsafe fn spawn_local<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+pub(crate) unsafe fn spawn_local<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (g, h) = build(handle, f, spec, true)?;
+    let (g, h) = build(sched, f, spec, true)?;
     g.make_home();
     let home = g.status.worker.load(Ordering::Relaxed);
-    handle.scheduler().schedule_green(GreenJob::new(g), home);
+    sched.schedule_green(GreenJob::new(g), home);
     Ok(h)
 }
 
-fn build<F, T>(handle: &crate::runtime::Handle, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, JoinHandle<T>), linger::Error>
+fn build<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, JoinHandle<T>), linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -842,7 +842,7 @@ where
         home: AtomicUsize::new(0),
         live_key: AtomicUsize::new(0),
         registered: stats::Registered::none(),
-        sched: Arc::downgrade(handle.scheduler()),
+        sched: Arc::downgrade(sched),
         dtors: Mutex::new(Vec::new()),
         status: Status::default(),
         polls: PollCounters::default(),
