@@ -23,7 +23,8 @@ use async_task::WithInfo;
 
 use crate::future::preemptible;
 use crate::scheduler::Scheduler;
-use crate::task::{Body, JoinHandle, Shared, TaskFuture};
+use crate::join::{JoinHandle, Owner};
+use crate::task::{Body, Shared, TaskFuture};
 
 /// The default slice: the paper's 2 ms.
 pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
@@ -300,7 +301,7 @@ impl Handle {
         let (runnable, task) = async_task::Builder::new().metadata(shared.clone()).spawn(move |_| fut, schedule);
         *shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(runnable.waker());
         self.inner.sched.spawn(runnable);
-        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), owner: crate::task::Owner::Task(shared) }
+        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), owner: Owner::Task(shared) }
     }
 }
 

@@ -1,5 +1,6 @@
 //! A runtime task: the future it runs (preemptible or not), what the
-//! scheduler and its `JoinHandle` share, and the handle itself.
+//! scheduler and its `JoinHandle` share (the handle itself is in
+//! `join.rs`), and where a green thread leaves its value.
 
 use std::any::Any;
 use std::fmt;
@@ -13,7 +14,6 @@ use std::task::{Context, Poll, Waker};
 use futures_util::task::AtomicWaker;
 
 use crate::counters::PollCounters;
-use crate::counters::PollStats;
 use crate::future::Preemptible;
 
 /// What a task's scheduler entry, its future and its handle share.
@@ -28,7 +28,7 @@ pub(crate) struct Shared {
     /// worker before async-task can schedule the task again.
     pub(crate) pinned: AtomicUsize,
     /// The task's counters, for its handle.
-    counters: PollCounters,
+    pub(crate) counters: PollCounters,
 }
 
 impl Shared {
@@ -43,7 +43,7 @@ impl Shared {
 
     /// Cancels the task at its next turn (see `JoinHandle::abort`); nothing
     /// once it has finished.
-    fn abort(&self) {
+    pub(crate) fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
         // A finished task's future is gone, and its waker with it.
         let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -210,33 +210,6 @@ where
     }
 }
 
-/// Owned permission to wait for a task (like tokio's): awaiting it gives
-/// the task's value, or why there is none. Dropping it detaches the task,
-/// which goes on running; [`abort`](JoinHandle::abort) cancels it.
-pub struct JoinHandle<T> {
-    /// What it waits on; `None` once it has given the value.
-    pub(crate) wait: Option<Wait<T>>,
-    pub(crate) owner: Owner,
-}
-
-/// What a handle aborts and reads counters from: a task's shared part, or
-/// a green thread's record itself (a green thread is not a task: no task
-/// part is allocated for it).
-#[derive(Clone)]
-pub(crate) enum Owner {
-    Task(Arc<Shared>),
-    Green(Arc<crate::thread::GreenShared>),
-}
-
-impl Owner {
-    fn abort(&self) {
-        match self {
-            Owner::Task(s) => s.abort(),
-            Owner::Green(g) => g.abort(),
-        }
-    }
-}
-
 /// Where a handle's value comes from.
 pub(crate) enum Wait<T> {
     /// A task's: fallible, a task dropped unrun (with its runtime) gives
@@ -279,11 +252,11 @@ impl<T> JoinCell<T> {
         self.waker.wake();
     }
 
-    fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
         if !self.is_done() {
             self.waker.register(cx.waker());
             // Registered first, looked second: a completion after the look
@@ -294,100 +267,5 @@ impl<T> JoinCell<T> {
         }
         let v = self.value.lock().unwrap_or_else(|e| e.into_inner()).take();
         Poll::Ready(v.unwrap_or(Err(JoinError::Cancelled)))
-    }
-}
-
-impl<T> JoinHandle<T> {
-    /// Cancels the task: its future is dropped at its next turn, on its
-    /// worker. A task that waits is unwound (its destructors run); one
-    /// whose poll was stopped by its slice is reclaimed without unwinding
-    /// (`docs/safety.md`, "turquoise"). Awaiting the handle then gives
-    /// `JoinError::Cancelled`, unless the task had finished already.
-    pub fn abort(&self) {
-        if self.wait.is_some() {
-            self.owner.abort();
-        }
-    }
-
-    /// A handle that can abort the task without owning the right to await
-    /// it (shareable, as tokio's).
-    pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle { owner: self.owner.clone() }
-    }
-
-    /// The task's counters so far: polls, preemptions, deferred
-    /// preemptions and the worst overrun (all zero but polls for a
-    /// cooperative task).
-    pub fn stats(&self) -> PollStats {
-        match &self.owner {
-            Owner::Green(g) => g.polls.get(),
-            Owner::Task(s) => s.counters.get(),
-        }
-    }
-
-    /// A green thread's counters (None for other tasks).
-    pub(crate) fn green_stats(&self) -> Option<crate::thread::ThreadStats> {
-        match &self.owner {
-            Owner::Green(g) => Some(g.status.counters.get()),
-            Owner::Task(_) => None,
-        }
-    }
-
-    /// Has the task finished (returned, panicked or been cancelled)?
-    pub fn is_finished(&self) -> bool {
-        match &self.wait {
-            None => true,
-            Some(Wait::Task(t)) => t.is_finished(),
-            Some(Wait::Cell(c)) => c.cell().is_done(),
-        }
-    }
-}
-
-/// Aborts a task from anywhere (see [`JoinHandle::abort_handle`]).
-#[derive(Clone)]
-pub struct AbortHandle {
-    owner: Owner,
-}
-
-impl AbortHandle {
-    /// See [`JoinHandle::abort`]; nothing if the task has finished.
-    pub fn abort(&self) {
-        self.owner.abort();
-    }
-}
-
-impl fmt::Debug for AbortHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AbortHandle").finish_non_exhaustive()
-    }
-}
-
-impl<T> Future for JoinHandle<T> {
-    type Output = Result<T, JoinError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let r = match self.wait.as_mut() {
-            None => panic!("turquoise: JoinHandle polled after completion"),
-            Some(Wait::Task(task)) => Pin::new(task).poll(cx).map(|r| r.unwrap_or(Err(JoinError::Cancelled))),
-            Some(Wait::Cell(c)) => c.cell().poll(cx),
-        };
-        if r.is_ready() {
-            self.wait = None;
-        }
-        r
-    }
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        if let Some(Wait::Task(t)) = self.wait.take() {
-            t.detach();
-        }
-    }
-}
-
-impl<T> fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle").field("finished", &self.is_finished()).finish()
     }
 }

@@ -162,7 +162,7 @@ impl Builder {
         // SAFETY: we are on a worker of `handle` (checked above), where the
         // activity stays (`green::spawn_local`); `run` and its result cross
         // no thread: see `HomeBound`.
-        let task = unsafe { green::spawn_local(handle.scheduler(), run, spec) }.map_err(super::types::linger_error)?;
+        let task = crate::join::JoinHandle::green(unsafe { green::spawn_local(handle.scheduler(), run, spec) }.map_err(super::types::linger_error)?);
         Ok(LocalJoinHandle { inner: JoinHandle { task, thread }, _not_send: PhantomData })
     }
 }

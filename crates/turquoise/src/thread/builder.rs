@@ -111,7 +111,7 @@ impl Builder {
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
         let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
-        let task = green::spawn(handle.scheduler(), f, spec).map_err(linger_error)?;
+        let task = crate::join::JoinHandle::green(green::spawn(handle.scheduler(), f, spec).map_err(linger_error)?);
         Ok(JoinHandle { task, thread })
     }
 }
@@ -186,7 +186,7 @@ where
 /// Owned permission to join a green thread. Dropping it detaches the
 /// thread; it is also a `Future`, for async code.
 pub struct JoinHandle<T> {
-    pub(super) task: crate::task::JoinHandle<T>,
+    pub(super) task: crate::join::JoinHandle<T>,
     pub(super) thread: Thread,
 }
 

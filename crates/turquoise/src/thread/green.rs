@@ -51,7 +51,7 @@ use super::tls::{self, Image};
 use super::Thread;
 use crate::counters::PollCounters;
 use crate::scheduler::{GreenJob, Ran, Run, Scheduler};
-use crate::task::{JoinCell, JoinError, JoinHandle, Owner, Wait};
+use crate::task::{JoinCell, JoinError, Wait};
 
 /// Why the function paused (read by the run that resumed it).
 const NONE: u8 = 0;
@@ -774,17 +774,24 @@ pub(crate) struct Spec {
     pub(crate) park: Arc<dyn linger::park::Park>,
 }
 
+/// A spawned green thread: its record, and where its value comes from
+/// (the spawner makes the handle of them, `join.rs`).
+pub(crate) struct Spawned<T> {
+    pub(crate) record: Arc<GreenShared>,
+    pub(crate) wait: Wait<T>,
+}
+
 /// Sets a green thread up and queues it on `sched`'s workers. Its stack is
 /// taken now, so that running out of memory or stacks is the spawner's
 /// error.
-pub(crate) fn spawn<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+pub(crate) fn spawn<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (g, h) = build(sched, f, spec, false)?;
-    sched.schedule_green(GreenJob::new(g), 0);
-    Ok(h)
+    let (record, wait) = build(sched, f, spec, false)?;
+    sched.schedule_green(GreenJob::new(record.clone()), 0);
+    Ok(Spawned { record, wait })
 }
 
 /// An activity, for the calling worker (see `activity.rs`): started here,
@@ -796,19 +803,19 @@ where
 /// function holding `f` is launched here, not migratable, the record is
 /// homed here from the start (so neither a run nor an end elsewhere touches
 /// it), and the worker ends it at shutdown.
-pub(crate) unsafe fn spawn_local<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<JoinHandle<T>, linger::Error>
+pub(crate) unsafe fn spawn_local<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (g, h) = build(sched, f, spec, true)?;
-    g.make_home();
-    let home = g.status.worker.load(Ordering::Relaxed);
-    sched.schedule_green(GreenJob::new(g), home);
-    Ok(h)
+    let (record, wait) = build(sched, f, spec, true)?;
+    record.make_home();
+    let home = record.status.worker.load(Ordering::Relaxed);
+    sched.schedule_green(GreenJob::new(record.clone()), home);
+    Ok(Spawned { record, wait })
 }
 
-fn build<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, JoinHandle<T>), linger::Error>
+fn build<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, Wait<T>), linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -885,6 +892,5 @@ where
     // it; `at_end`'s weak reference is used only when the function runs).
     unsafe { *shared.body.get() = Some(typed as Arc<dyn Body>) };
     linger::critical(|| REGISTRY.register(&shared, &shared.registered));
-    let owner = Owner::Green(shared.clone());
-    Ok((shared, JoinHandle { wait: Some(Wait::Cell(out)), owner }))
+    Ok((shared, Wait::Cell(out)))
 }
