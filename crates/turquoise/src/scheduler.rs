@@ -49,6 +49,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 use crate::context;
 use crate::counters::WorkerCounters as Counters;
 use crate::task::Shared;
+use crate::thread::{GreenJob, Queues, Ran};
 
 pub(crate) type Task = Runnable<Arc<Shared>>;
 
@@ -57,58 +58,6 @@ pub(crate) type Task = Runnable<Arc<Shared>>;
 pub(crate) enum Job {
     Task(Task),
     Green(GreenJob),
-}
-
-/// A green thread as the workers see it.
-pub(crate) trait Run: Send + Sync {
-    /// Resumes it, on the worker that took it: where it goes next.
-    fn run(&self) -> Ran;
-    /// It leaves a queue unrun (shutdown): ended here if it may be.
-    fn dropped_unrun(&self);
-}
-
-/// How a green thread's run ended.
-pub(crate) enum Ran {
-    /// It waits (parked; its wake-up queues it again) or it has ended.
-    Off,
-    /// It yielded, or was woken while it parked: behind this worker's
-    /// other ready work.
-    Ready,
-    /// Its slice ran out: behind the work at rest (`pinned`).
-    Stopped,
-}
-
-/// A green thread's place in a queue (at most one at a time: its state
-/// says so, `thread/green.rs`). Dropped unrun, it says so to the thread.
-///
-/// A thin pointer to the concrete record, not an `Arc<dyn Run>`: queue
-/// entries and `Option<Job>` then fit in two registers. Moved through the
-/// queues and the pick's closures as 24 bytes, they were written in pieces
-/// and read back whole, a store-forwarding stall at each hop that doubled
-/// an async task's yield (40 to 90 ns, `switch_ladder`).
-pub(crate) struct GreenJob(Option<Arc<crate::thread::GreenShared>>);
-
-impl GreenJob {
-    pub(crate) fn new(r: Arc<crate::thread::GreenShared>) -> GreenJob {
-        GreenJob(Some(r))
-    }
-
-    fn run(&self) -> Ran {
-        self.0.as_ref().map_or(Ran::Off, |r| r.run())
-    }
-
-    /// Leaves the queues after a run (not a drop unrun).
-    fn release(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GreenJob {
-    fn drop(&mut self) {
-        if let Some(r) = self.0.take() {
-            r.dropped_unrun();
-        }
-    }
 }
 
 /// How often a worker looks at the injector before its own queues (as
@@ -214,42 +163,23 @@ pub(crate) struct Scheduler {
     granularity: Duration,
 }
 
-/// Work waits for the calling worker, besides the task it polls: in its
-/// queues, or in the injector (spawned from outside) when no worker sleeps.
-/// Not its drivers' events. False off the workers.
-pub(crate) fn work_waits() -> bool {
-    let Some((s, i)) = context::worker() else { return false };
-    // SAFETY: `context::worker` names the scheduler of the worker this
-    // thread runs (`Scheduler::worker` holds an `Arc` of it while it is
-    // set); polls and runs happen inside it.
-    let s = unsafe { &*(s as *const Scheduler) };
-    let slot = &s.slots[i];
-    // Stealable work is taken by a sleeping worker, woken for it.
-    let stealable = s.n_sleepers.load(Ordering::Relaxed) == 0 && (!s.injector.is_empty() || !slot.stealer.is_empty());
-    stealable
-        || READY_HERE.with(|r| r.try_borrow().map_or(true, |r| !r.is_empty()))
-        || !slot.ready.looks_empty()
-        || !slot.pinned.looks_empty()
-}
-
-/// Queues a woken green thread of `sched` (see [`Scheduler::schedule_green`]);
-/// dropped if the runtime is gone. On one of `sched`'s workers (the usual
-/// case: a green thread or a driver of its worker wakes it) the scheduler is
-/// reached without touching its reference count.
-pub(crate) fn wake_green(sched: &std::sync::Weak<Scheduler>, job: GreenJob, home: usize) {
-    let s = context::worker().map_or(std::ptr::null(), |(s, _)| s as *const Scheduler);
-    if std::ptr::eq(s, sched.as_ptr()) {
-        // SAFETY: as in `work_waits` (`s` is non-null: `Weak::as_ptr` of a
-        // scheduler that a worker runs, equal to the context's). The weak
-        // pointer cannot name a dead scheduler whose memory a new one
-        // reuses: a thread is queued by a wake-up only while it is idle, and
-        // every thread of a runtime is ended (done, never queued again) by
-        // its home worker before that runtime's scheduler can be freed.
-        let s = unsafe { &*s };
-        return s.schedule_green(job, home);
+/// The scheduler as the green threads see it (`thread/green.rs`, below).
+impl Queues for Scheduler {
+    fn schedule_green(&self, job: GreenJob, home: usize) {
+        Scheduler::schedule_green(self, job, home);
     }
-    if let Some(s) = sched.upgrade() {
-        s.schedule_green(job, home);
+
+    /// Work waits for worker `i`, besides the task it polls: in its
+    /// queues, or in the injector (spawned from outside) when no worker
+    /// sleeps. Not its drivers' events.
+    fn work_waits(&self, i: usize) -> bool {
+        let slot = &self.slots[i];
+        // Stealable work is taken by a sleeping worker, woken for it.
+        let stealable = self.n_sleepers.load(Ordering::Relaxed) == 0 && (!self.injector.is_empty() || !slot.stealer.is_empty());
+        stealable
+            || READY_HERE.with(|r| r.try_borrow().map_or(true, |r| !r.is_empty()))
+            || !slot.ready.looks_empty()
+            || !slot.pinned.looks_empty()
     }
 }
 

@@ -50,7 +50,6 @@ use super::stats::{self, Cause, Status};
 use super::tls::{self, Image};
 use super::Thread;
 use crate::counters::PollCounters;
-use crate::scheduler::{GreenJob, Ran, Run, Scheduler};
 use crate::task::{JoinCell, JoinError, Wait};
 
 /// Why the function paused (read by the run that resumed it).
@@ -95,7 +94,7 @@ pub(crate) struct GreenShared {
     live_key: AtomicUsize,
     /// Its place in the registry the dump reads.
     pub(crate) registered: stats::Registered,
-    sched: Weak<Scheduler>,
+    sched: Weak<dyn Queues>,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
     /// Where it is, what it waits on, its counters.
@@ -112,6 +111,93 @@ pub(crate) struct GreenShared {
 // and by its ending (`end`, never during a run). Everything in it is `Send`.
 unsafe impl Sync for GreenShared {}
 
+/// A green thread as the workers see it.
+pub(crate) trait Run: Send + Sync {
+    /// Resumes it, on the worker that took it: where it goes next.
+    fn run(&self) -> Ran;
+    /// It leaves a queue unrun (shutdown): ended here if it may be.
+    fn dropped_unrun(&self);
+}
+
+/// How a green thread's run ended.
+pub(crate) enum Ran {
+    /// It waits (parked; its wake-up queues it again) or it has ended.
+    Off,
+    /// It yielded, or was woken while it parked: behind this worker's
+    /// other ready work.
+    Ready,
+    /// Its slice ran out: behind the work at rest (`pinned`).
+    Stopped,
+}
+
+/// A green thread's place in a queue (at most one at a time: its state
+/// says so, `thread/green.rs`). Dropped unrun, it says so to the thread.
+///
+/// A thin pointer to the concrete record, not an `Arc<dyn Run>`: queue
+/// entries and `Option<Job>` then fit in two registers. Moved through the
+/// queues and the pick's closures as 24 bytes, they were written in pieces
+/// and read back whole, a store-forwarding stall at each hop that doubled
+/// an async task's yield (40 to 90 ns, `switch_ladder`).
+pub(crate) struct GreenJob(Option<Arc<GreenShared>>);
+
+impl GreenJob {
+    #[inline]
+    pub(crate) fn new(r: Arc<GreenShared>) -> GreenJob {
+        GreenJob(Some(r))
+    }
+
+    #[inline]
+    pub(crate) fn run(&self) -> Ran {
+        self.0.as_ref().map_or(Ran::Off, |r| r.run())
+    }
+
+    /// Leaves the queues after a run (not a drop unrun).
+    #[inline]
+    pub(crate) fn release(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GreenJob {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.dropped_unrun();
+        }
+    }
+}
+
+/// The scheduler as a green thread sees it: it stands above the records
+/// (`scheduler.rs` implements this), which hold it weakly.
+pub(crate) trait Queues: Send + Sync {
+    /// Queues a runnable green thread, on worker `home - 1` (0: any).
+    fn schedule_green(&self, job: GreenJob, home: usize);
+    /// Work waits for worker `i` besides the green thread it runs.
+    fn work_waits(&self, i: usize) -> bool;
+}
+
+/// Queues a woken green thread of `sched`; dropped if the runtime is gone.
+/// On one of `sched`'s workers (the usual case: a green thread or a driver
+/// of its worker wakes it) the scheduler is reached without touching its
+/// reference count.
+fn wake_green(sched: &Weak<dyn Queues>, job: GreenJob, home: usize) {
+    let here = crate::context::worker().map_or(std::ptr::null(), |(s, _)| s);
+    if std::ptr::eq(here, sched.as_ptr() as *const ()) {
+        // SAFETY: `here` is non-null and is the scheduler of the worker this
+        // thread runs (`Scheduler::worker` holds an `Arc` of it while the
+        // context names it). The weak pointer cannot name a dead scheduler
+        // whose memory a new one reuses: a thread is queued by a wake-up
+        // only while it is idle, and every thread of a runtime is ended
+        // (done, never queued again) by its home worker before that
+        // runtime's scheduler can be freed.
+        let s = unsafe { &*sched.as_ptr() };
+        return s.schedule_green(job, home);
+    }
+    if let Some(s) = sched.upgrade() {
+        s.schedule_green(job, home);
+    }
+}
+
 impl Wake for GreenShared {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -123,7 +209,7 @@ impl Wake for GreenShared {
         self.status.woken();
         if self.state.load(Ordering::Relaxed) == IDLE && self.state.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             let home = self.status.worker.load(Ordering::Relaxed);
-            crate::scheduler::wake_green(&self.sched, GreenJob::new(self.clone()), home);
+            wake_green(&self.sched, GreenJob::new(self.clone()), home);
         }
     }
 }
@@ -455,7 +541,7 @@ impl<T: Send + 'static> Body for Typed<T> {
             // Looks for waiting work at intervals of the worker's pace, and
             // lets the run go on while none waits (`pace.rs`).
             let look = crate::pace::Look {
-                waits: &|| crate::scheduler::work_waits() || super::poller::ready_now(),
+                waits: &|| g.work_waits() || super::poller::ready_now(),
                 others: &|| LIVE.with(|l| l.borrow().len() > 1),
             };
             let run = crate::pace::run(l, g.slice, start, &look);
@@ -525,6 +611,18 @@ impl<T: Send + 'static> Body for Typed<T> {
 }
 
 impl GreenShared {
+    /// Work waits for the worker running this thread (its own
+    /// scheduler's), besides this thread. False off the workers.
+    fn work_waits(&self) -> bool {
+        let Some((here, i)) = crate::context::worker() else { return false };
+        if !std::ptr::eq(here, self.sched.as_ptr() as *const ()) {
+            return false;
+        }
+        // SAFETY: as in `wake_green`: the scheduler of the worker this
+        // thread runs, alive while the context names it.
+        unsafe { &*self.sched.as_ptr() }.work_waits(i)
+    }
+
     fn on_home(&self) -> bool {
         let h = self.home.load(Ordering::Relaxed);
         h == 0 || h == home_token()
@@ -784,7 +882,7 @@ pub(crate) struct Spawned<T> {
 /// Sets a green thread up and queues it on `sched`'s workers. Its stack is
 /// taken now, so that running out of memory or stacks is the spawner's
 /// error.
-pub(crate) fn spawn<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
+pub(crate) fn spawn<F, T, S: Queues + 'static>(sched: &Arc<S>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -803,7 +901,7 @@ where
 /// function holding `f` is launched here, not migratable, the record is
 /// homed here from the start (so neither a run nor an end elsewhere touches
 /// it), and the worker ends it at shutdown.
-pub(crate) unsafe fn spawn_local<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
+pub(crate) unsafe fn spawn_local<F, T, S: Queues + 'static>(sched: &Arc<S>, f: F, spec: Spec) -> Result<Spawned<T>, linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -815,7 +913,7 @@ where
     Ok(Spawned { record, wait })
 }
 
-fn build<F, T>(sched: &Arc<Scheduler>, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, Wait<T>), linger::Error>
+fn build<F, T, S: Queues + 'static>(sched: &Arc<S>, f: F, spec: Spec, local: bool) -> Result<(Arc<GreenShared>, Wait<T>), linger::Error>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -849,7 +947,7 @@ where
         home: AtomicUsize::new(0),
         live_key: AtomicUsize::new(0),
         registered: stats::Registered::none(),
-        sched: Arc::downgrade(sched),
+        sched: Arc::downgrade(sched) as Weak<dyn Queues>,
         dtors: Mutex::new(Vec::new()),
         status: Status::default(),
         polls: PollCounters::default(),

@@ -44,7 +44,7 @@ pub(crate) use builder::start_default_runtime;
 pub use builder::{spawn, Builder, JoinHandle, MAX_STACK_SIZE};
 pub(crate) use block::{block_on_as, block_on_until_as};
 pub use types::{Exited, StackOverflow, Thread, ThreadId};
-pub(crate) use green::{kill_live, GreenShared, Spawned};
+pub(crate) use green::{kill_live, GreenJob, GreenShared, Queues, Ran, Spawned};
 pub use dump::{dump, dump_text};
 pub use stats::{Cause, State, ThreadInfo, ThreadStats};
 pub use tls::image_bytes;
