@@ -23,7 +23,10 @@ test: deps
 		echo "make test: $$t passed in $$(( $$(date +%s) - s )) s"; \
 	done
 
+# The C libraries first: their crates' tests read the built libraries
+# (a workspace test run does not build a cdylib that no test links).
 test-rust:
+	$(CARGO) build --release -p linger-c -p turquoise-c
 	$(CARGO) test --release --workspace
 
 test-c:

@@ -6,12 +6,14 @@ use std::collections::BTreeSet;
 use object::{Object, ObjectSymbol};
 
 /// Asserts that `lib` (a file name), built beside the running test's
-/// executable (target/<profile>/deps), exports exactly the symbols `listed`
+/// executable (target/<profile>/deps) by a build of its crate, exports exactly the symbols `listed`
 /// (one per line), defined and global.
 pub fn check(lib: &str, listed: &str) {
     let exe = std::env::current_exe().expect("test executable");
     let so = exe.parent().expect("deps directory").join(lib);
-    let data = std::fs::read(&so).unwrap_or_else(|e| panic!("{}: {e}", so.display()));
+    let data = std::fs::read(&so).unwrap_or_else(|e| {
+        panic!("{}: {e} (a test run does not build the C libraries: `cargo build -p linger-c -p turquoise-c` with the same profile first, as `make test` does)", so.display())
+    });
     let file = object::File::parse(&*data).expect("an ELF file");
     let got: BTreeSet<String> = file
         .dynamic_symbols()
