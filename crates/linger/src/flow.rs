@@ -56,16 +56,23 @@ pub(crate) fn look_up() {
 /// instead of two calls to `uselocale(NULL)` (each a call through the PLT:
 /// 6-12 ns of a 55 ns resume and pause here). Read from `uselocale`'s
 /// first instructions (`mov rcx, [rip+GOT]` and, after a `lea`,
-/// `mov rax, fs:[rcx]`: glibc 2.26 to 2.40 compile it so) and then checked
+/// `mov rax, fs:[rcx]`, as Debian's glibc 2.36 compiles it; another build,
+/// one with `endbr64` first say, keeps the calls) and then checked
 /// on this thread by installing a locale of our own and the old one back;
 /// anything else leaves the calls. Installing a locale still goes through
 /// `uselocale` (it also sets the ctype tables' thread-locals).
 fn find_locale() {
     let f = libc::uselocale as unsafe extern "C" fn(libc::locale_t) -> libc::locale_t as *const u8;
-    // SAFETY: the first 18 bytes of a function of libc's text (`uselocale`
-    // is longer: it sets four thread-locals).
+    // SAFETY: the first 3 bytes of a function's code (a PLT stub, where the
+    // address is one, is 16 bytes long).
+    if unsafe { std::slice::from_raw_parts(f, 3) } != [0x48, 0x8b, 0x0d] {
+        return;
+    }
+    // SAFETY: the first 18 bytes of glibc's `uselocale` (its first
+    // instruction is not a stub's; the function is longer: it sets four
+    // thread-locals).
     let code = unsafe { std::slice::from_raw_parts(f, 18) };
-    if code[..3] != [0x48, 0x8b, 0x0d] || code[14..18] != [0x64, 0x48, 0x8b, 0x01] {
+    if code[14..18] != [0x64, 0x48, 0x8b, 0x01] {
         return;
     }
     let disp = i32::from_le_bytes([code[3], code[4], code[5], code[6]]) as isize;
