@@ -241,7 +241,7 @@ pub(crate) fn checked_stack_size(bytes: usize) -> Result<usize, Error> {
     if bytes > (1 << 36) {
         return Err(Error::Config(format!("stack size {bytes} is larger than 64 GiB")));
     }
-    let page = crate::stack::page_size();
+    let page = page_size();
     Ok(bytes.max(MIN_STACK_SIZE).div_ceil(page) * page)
 }
 
@@ -276,6 +276,22 @@ pub fn current() -> Result<&'static Config, Error> {
         .get_or_init(|| Config::from_env().map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|e| Error::Config(e.clone()))
+}
+
+/// The system's page size (read once). A system fact, here at the bottom
+/// with the configuration that checks sizes against it.
+#[inline]
+pub(crate) fn page_size() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    PAGE.store(p, Ordering::Relaxed);
+    p
 }
 
 #[cfg(test)]

@@ -99,17 +99,7 @@ static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-pub(crate) fn page_size() -> usize {
-    static PAGE: AtomicUsize = AtomicUsize::new(0);
-    let p = PAGE.load(Ordering::Relaxed);
-    if p != 0 {
-        return p;
-    }
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    PAGE.store(p, Ordering::Relaxed);
-    p
-}
+pub(crate) use crate::config::page_size;
 
 /// Number of mapped stacks (in use or pooled), for tests and stats.
 pub fn live_stacks() -> usize {
