@@ -99,7 +99,7 @@ static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-pub(crate) use crate::config::page_size;
+use crate::config::page_size;
 
 /// Number of mapped stacks (in use or pooled), for tests and stats.
 pub fn live_stacks() -> usize {

@@ -176,21 +176,25 @@ pub(crate) trait Queues: Send + Sync {
     fn work_waits(&self, i: usize) -> bool;
 }
 
+/// `sched` itself and the worker's index, when the calling thread is one
+/// of its workers: reached without touching its reference count.
+#[inline]
+fn on_worker_of(sched: &Weak<dyn Queues>) -> Option<(&dyn Queues, usize)> {
+    let i = crate::context::worker_of(sched.as_ptr() as *const ())?;
+    // SAFETY: the context names this scheduler as the one whose worker this
+    // thread runs (`Scheduler::worker` holds an `Arc` of it while it does).
+    // The weak pointer cannot name a dead scheduler whose memory a new one
+    // reuses: a thread is queued by a wake-up only while it is idle, and
+    // every thread of a runtime is ended (done, never queued again) by its
+    // home worker before that runtime's scheduler can be freed.
+    Some((unsafe { &*sched.as_ptr() }, i))
+}
+
 /// Queues a woken green thread of `sched`; dropped if the runtime is gone.
 /// On one of `sched`'s workers (the usual case: a green thread or a driver
-/// of its worker wakes it) the scheduler is reached without touching its
-/// reference count.
+/// of its worker wakes it) without touching its reference count.
 fn wake_green(sched: &Weak<dyn Queues>, job: GreenJob, home: usize) {
-    let here = crate::context::worker().map_or(std::ptr::null(), |(s, _)| s);
-    if std::ptr::eq(here, sched.as_ptr() as *const ()) {
-        // SAFETY: `here` is non-null and is the scheduler of the worker this
-        // thread runs (`Scheduler::worker` holds an `Arc` of it while the
-        // context names it). The weak pointer cannot name a dead scheduler
-        // whose memory a new one reuses: a thread is queued by a wake-up
-        // only while it is idle, and every thread of a runtime is ended
-        // (done, never queued again) by its home worker before that
-        // runtime's scheduler can be freed.
-        let s = unsafe { &*sched.as_ptr() };
+    if let Some((s, _)) = on_worker_of(sched) {
         return s.schedule_green(job, home);
     }
     if let Some(s) = sched.upgrade() {
@@ -614,13 +618,7 @@ impl GreenShared {
     /// Work waits for the worker running this thread (its own
     /// scheduler's), besides this thread. False off the workers.
     fn work_waits(&self) -> bool {
-        let Some((here, i)) = crate::context::worker() else { return false };
-        if !std::ptr::eq(here, self.sched.as_ptr() as *const ()) {
-            return false;
-        }
-        // SAFETY: as in `wake_green`: the scheduler of the worker this
-        // thread runs, alive while the context names it.
-        unsafe { &*self.sched.as_ptr() }.work_waits(i)
+        on_worker_of(&self.sched).is_some_and(|(s, i)| s.work_waits(i))
     }
 
     fn on_home(&self) -> bool {
