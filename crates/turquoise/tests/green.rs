@@ -284,6 +284,33 @@ fn sleeping_threads_park_instead_of_blocking_their_worker() {
     }
 }
 
+/// Issue 27, part 5: a burst of sleepers at short slices (each slice a timer
+/// signal on a busy worker, the stacks coming and going through the shared
+/// pool) all wake, none before its time. How late they wake is measured by
+/// the `sleep_lateness` example, not asserted here.
+#[test]
+fn a_burst_of_sleepers_at_short_slices_all_wake_none_early() {
+    for slice_us in [20, 100] {
+        let rt = runtime(2, Duration::from_micros(slice_us));
+        for round in 0..3u64 {
+            let hs: Vec<_> = (0..5_000u64)
+                .map(|i| {
+                    let d = Duration::from_micros(200 + (i.wrapping_mul(2654435761) + round) % 9_800);
+                    Builder::new()
+                        .spawn_on(rt.handle(), move || {
+                            let due = Instant::now() + d;
+                            thread::sleep(d);
+                            Instant::now() >= due
+                        })
+                        .unwrap()
+                })
+                .collect();
+            let on_time = hs.into_iter().map(|h| h.join().unwrap()).filter(|&ok| ok).count();
+            assert_eq!(on_time, 5_000, "{slice_us} us slices, round {round}: some woke early");
+        }
+    }
+}
+
 #[test]
 fn spinning_threads_do_not_hold_the_others_up() {
     let rt = runtime(1, Duration::from_micros(500));
