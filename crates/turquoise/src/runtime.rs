@@ -270,10 +270,6 @@ impl Handle {
         self.inner.slice
     }
 
-    pub(crate) fn has_time(&self) -> bool {
-        self.inner.time
-    }
-
     /// The workers (green threads are queued there directly).
     pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
         &self.inner.sched
