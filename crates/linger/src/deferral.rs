@@ -266,7 +266,7 @@ fn result_to_c(r: Result<(), Error>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            crate::interpose::set_errno(e.errno());
+            crate::sys::set_errno(e.errno());
             -1
         }
     }

@@ -236,7 +236,7 @@ pub(crate) fn exit_value(f: &crate::thread::Frame) -> usize {
 type PthreadExit = unsafe extern "C-unwind" fn(*mut c_void) -> !;
 
 fn real_pthread_exit() -> PthreadExit {
-    match crate::interpose::real!("pthread_exit", PthreadExit) {
+    match crate::sys::real!("pthread_exit", PthreadExit) {
         Some(f) => f,
         None => {
             // Not reached: libc defines it.

@@ -61,6 +61,7 @@ mod sigmask;
 pub mod stack;
 mod stats;
 mod switch;
+mod sys;
 mod thread;
 mod timer;
 mod unwind;

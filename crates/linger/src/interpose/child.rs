@@ -12,7 +12,8 @@
 
 use libc::{c_int, id_t, idtype_t, pid_t, rusage, siginfo_t};
 
-use super::{in_function, or_enosys, real, retry_restartable, set_errno};
+use super::call::{in_function, retry_restartable};
+use crate::sys::{or_enosys, real};
 
 type WaitFn = unsafe extern "C" fn(*mut c_int) -> pid_t;
 type WaitpidFn = unsafe extern "C" fn(pid_t, *mut c_int, c_int) -> pid_t;

@@ -166,16 +166,16 @@ type SystemFn = unsafe extern "C" fn(*const c_char) -> libc::c_int;
 type PopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
 
 fn real_posix_spawn() -> Option<PosixSpawnFn> {
-    super::real!("posix_spawn", PosixSpawnFn)
+    crate::sys::real!("posix_spawn", PosixSpawnFn)
 }
 fn real_posix_spawnp() -> Option<PosixSpawnFn> {
-    super::real!("posix_spawnp", PosixSpawnFn)
+    crate::sys::real!("posix_spawnp", PosixSpawnFn)
 }
 fn real_system() -> Option<SystemFn> {
-    super::real!("system", SystemFn)
+    crate::sys::real!("system", SystemFn)
 }
 fn real_popen() -> Option<PopenFn> {
-    super::real!("popen", PopenFn)
+    crate::sys::real!("popen", PopenFn)
 }
 
 pub(crate) fn prepare() {
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn posix_spawnp(
 #[no_mangle]
 pub unsafe extern "C" fn system(command: *const c_char) -> libc::c_int {
     let Some(real) = real_system() else {
-        super::set_errno(libc::ENOSYS);
+        crate::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     super::fd_modes::new_process();
@@ -251,7 +251,7 @@ pub unsafe extern "C" fn system(command: *const c_char) -> libc::c_int {
 #[no_mangle]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     let Some(real) = real_popen() else {
-        super::set_errno(libc::ENOSYS);
+        crate::sys::set_errno(libc::ENOSYS);
         return std::ptr::null_mut();
     };
     super::fd_modes::new_process();

@@ -22,7 +22,7 @@
 
 use libc::{c_int, sigset_t, ucontext_t};
 
-use super::real;
+use crate::sys::real;
 use super::signals::preemption_signal;
 use crate::thread::ts;
 
@@ -129,7 +129,7 @@ jumps! {
 #[no_mangle]
 pub unsafe extern "C" fn setcontext(ucp: *const ucontext_t) -> c_int {
     let Some(real) = real_setcontext() else {
-        super::set_errno(libc::ENOSYS);
+        crate::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     if !ucp.is_null() {
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn setcontext(ucp: *const ucontext_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn swapcontext(oucp: *mut ucontext_t, ucp: *const ucontext_t) -> c_int {
     let Some(real) = real_swapcontext() else {
-        super::set_errno(libc::ENOSYS);
+        crate::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     if !ucp.is_null() {

@@ -29,7 +29,8 @@
 use libc::{c_char, c_int};
 
 use super::signals::{preemption_signal, real_pthread_sigmask, real_sigaction, shadow_ignored};
-use super::{child_env, errno, real, set_errno};
+use super::child_env;
+use crate::sys::{errno, real, set_errno};
 use crate::thread::ts;
 
 type ExecveFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;

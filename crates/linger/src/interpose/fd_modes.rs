@@ -131,9 +131,9 @@ pub(crate) fn made(fd: c_int, nonblock: bool) {
 /// when they are known: an accepted socket inherits its listener's.
 fn made_with(fd: c_int, nonblock: bool, timeouts: Option<(u64, u64)>) {
     // Making a chunk allocates, which may set errno: the program's stays.
-    let errno = super::errno();
+    let errno = crate::sys::errno();
     let entry = make(fd);
-    super::set_errno(errno);
+    crate::sys::set_errno(errno);
     let Some(e) = entry else { return };
     let (rcv, snd) = timeouts.unwrap_or((0, 0));
     e.rcv.store(rcv, Ordering::Relaxed);

@@ -22,7 +22,7 @@
 use libc::{c_int, c_uint};
 
 use super::fd_modes;
-use super::{errno, or_enosys, real, set_errno};
+use crate::sys::{errno, or_enosys, real, set_errno};
 
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 type Dup2Fn = unsafe extern "C" fn(c_int, c_int) -> c_int;

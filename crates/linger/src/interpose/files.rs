@@ -43,7 +43,8 @@ use std::sync::mpsc;
 use libc::{c_char, c_int, c_void, iovec, mode_t, off_t, size_t, ssize_t};
 
 use super::parking::{self, Hook};
-use super::{errno, or_enosys, real, retry, set_errno};
+use super::call::retry;
+use crate::sys::{errno, or_enosys, real, set_errno};
 
 type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
 type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;

@@ -12,7 +12,7 @@ use std::ffi::c_void;
 
 use libc::c_int;
 
-use super::real;
+use crate::sys::real;
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 

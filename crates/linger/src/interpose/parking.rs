@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use libc::{c_int, iovec, ssize_t};
 
-use super::{errno, set_errno, Deadline, Mark};
+use super::call::Mark;
+use crate::sys::{Deadline, errno, set_errno};
 use crate::park::{Interest, Park};
 use crate::stats::bump;
 use crate::thread::ts;

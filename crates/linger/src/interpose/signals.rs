@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, sighandler_t, sigset_t};
 
-use super::{real, set_errno};
+use crate::sys::{real, set_errno};
 use crate::thread::ts;
 
 type SigactionFn = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;

@@ -7,7 +7,7 @@
 
 use libc::c_int;
 
-use super::real;
+use crate::sys::real;
 use crate::thread::ts;
 
 type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
