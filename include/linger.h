@@ -83,7 +83,7 @@ typedef struct linger_opts_t {
   bool stop_in_futex_waits;
 } linger_opts_t;
 
-// How one preemption went (see [`last_preemption`]); in C,
+// How one preemption went (see `last_preemption`); in C,
 // `linger_preemption_t`.
 typedef struct linger_preemption_t {
   // Time from the deadline to the stop, in nanoseconds.

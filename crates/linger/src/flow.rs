@@ -24,9 +24,9 @@
 //! What cannot be swapped (Rust's panic count, tokio's runtime context) is
 //! described in `docs/safety.md`, "Thread-local state".
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
+use crate::state::saved::{Saved, CXA_WORDS};
 use crate::thread::ThreadState;
 
 /// `__cxa_get_globals`, or 0 when no C++ runtime is loaded.
@@ -115,44 +115,6 @@ fn current_locale() -> usize {
     }
     // SAFETY: a null argument only queries the thread's locale.
     unsafe { libc::uselocale(std::ptr::null_mut()) as usize }
-}
-
-/// The words of `struct __cxa_eh_globals` swapped: `caughtExceptions` and
-/// `uncaughtExceptions` (padded to a word) in both libstdc++ and libc++abi
-/// on x86-64.
-const CXA_WORDS: usize = 2;
-
-/// One side's copy of the state.
-pub(crate) struct Saved {
-    cxa: [Cell<usize>; CXA_WORDS],
-    errno: Cell<i32>,
-    /// `locale_t`, or 0 for "whatever the thread has" (a function that has
-    /// not run yet starts with its caller's locale, as a call would).
-    locale: Cell<usize>,
-    /// Head of glibc's chain of cancellation buffers (0: none; a function
-    /// registers its own at its base as it starts).
-    chain: Cell<usize>,
-    /// Head of glibc's chain of its own cleanup buffers (0: none), swapped
-    /// only for functions that may stop inside libc's waits (the only
-    /// stops that can leave one pushed): `cleanup_too`.
-    cleanup: Cell<usize>,
-    cleanup_too: bool,
-}
-
-impl Saved {
-    /// A function that has not run: no exception caught, errno 0; it (and
-    /// its caller's side) also carries glibc's chain of its own cleanup
-    /// buffers if `yes`.
-    pub(crate) const fn with_cleanup(yes: bool) -> Saved {
-        Saved {
-            cxa: [Cell::new(0), Cell::new(0)],
-            errno: Cell::new(0),
-            locale: Cell::new(0),
-            chain: Cell::new(0),
-            cleanup: Cell::new(0),
-            cleanup_too: yes,
-        }
-    }
 }
 
 /// This thread's C++ exception globals, or null without a C++ runtime. The

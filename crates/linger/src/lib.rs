@@ -59,6 +59,7 @@ mod runtime;
 mod scope;
 mod sigmask;
 pub mod stack;
+mod state;
 mod stats;
 mod switch;
 mod sys;
@@ -75,7 +76,8 @@ pub use error::Error;
 pub use gotcha::{Exhausted, Selection};
 pub use isolation::{isolate, prepare_libsets};
 pub use scope::{scope, Scope, ScopedLinger};
-pub use stats::{last_preemption, reset_stats, stats, Preemption, Stats};
+pub use stats::{Preemption, Stats};
+pub use thread::{last_preemption, reset_stats, stats};
 
 use runtime::{Inner, Scope as NoPreempt, Status};
 use thread::Suspend;

@@ -37,6 +37,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::state::slot::Slot;
 use crate::thread::{now_ns, ThreadState, NEVER};
 
 /// Monitor timekeeping is on (set once, when the runtime starts).
@@ -56,28 +57,6 @@ const SHUT: u32 = 2;
 /// How long the monitor waits before signalling again when the kernel's
 /// signal queue was full (`RLIMIT_SIGPENDING`).
 const QUEUE_FULL_RETRY_NS: u64 = 50_000;
-
-/// One thread's published deadline. Slots are never freed: a thread that
-/// exits hands its slot to the next thread that registers.
-#[repr(align(64))]
-pub(crate) struct Slot {
-    /// Deadline of the function the thread runs (absolute CLOCK_MONOTONIC
-    /// ns), or NEVER.
-    deadline: AtomicU64,
-    /// The thread's kernel id, or 0 while the slot is free.
-    tid: AtomicI32,
-    /// `BUSY` and `SHUT` bits.
-    state: AtomicU32,
-    /// The monitor has signalled the thread and its handler has not run
-    /// yet (read by the SIGSEGV paths, like a timer that has expired).
-    kicked: AtomicBool,
-    /// Monitor only: the deadline it last signalled the thread for.
-    signalled_for: AtomicU64,
-    /// Monitor only: when to try again after a full signal queue, or 0.
-    retry_at: AtomicU64,
-    /// Next slot in the list (set before the slot is published).
-    next: AtomicPtr<Slot>,
-}
 
 impl Slot {
     /// Makes the slot ready for a new thread (the slot is claimed: the

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
+use crate::state::reader::Reader;
 use crate::config::Config;
 
 type Range = (usize, usize);
@@ -76,18 +77,6 @@ thread_local! {
     static CLOSING_HERE: Cell<usize> = const { Cell::new(0) };
     /// Gives this thread's [`Reader`] back when the thread exits.
     static OWNER: ReaderOwner = const { ReaderOwner(Cell::new(None)) };
-}
-
-/// One thread's mark that it is reading the table or what it describes
-/// (code bytes, unwind tables): `seq` is odd while it is. Only its thread
-/// writes `seq`, and a section nested in another (a handler interrupting
-/// one) leaves it alone, so [`wait_for_readers`] can tell a section that
-/// went on from a new one by the number. Owned by one live thread at a
-/// time; reused after that thread exits.
-pub(crate) struct Reader {
-    seq: AtomicU64,
-    taken: AtomicBool,
-    next: AtomicPtr<Reader>,
 }
 
 struct ReaderOwner(Cell<Option<&'static Reader>>);

@@ -426,13 +426,13 @@ impl<T> Inner<T> {
                 trap: Cell::new(None),
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
-                flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
+                flow: crate::state::saved::Saved::with_cleanup(opts.futex_stops),
                 exit_value: Cell::new(crate::exit::PTHREAD_CANCELED),
                 park: Cell::new(opts.park.map(|h| h.0)),
                 parked: Cell::new(false),
                 judged_above: Cell::new(0),
                 judged_gen: Cell::new(0),
-                caller_flow: crate::flow::Saved::with_cleanup(opts.futex_stops),
+                caller_flow: crate::state::saved::Saved::with_cleanup(opts.futex_stops),
                 libset: opts.lease.as_ref().map_or(0, |l| l.libset()),
                 reuse_stack: opts.reuse_stack,
                 caller_libset: Cell::new(0),
@@ -912,7 +912,7 @@ fn end_lease(lease: Option<gotcha::Lease>, abandoned: bool) {
     if let Some(l) = lease {
         if abandoned {
             let r = l.reset();
-            crate::stats::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
+            crate::thread::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
         }
     }
 }

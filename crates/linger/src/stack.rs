@@ -92,7 +92,7 @@ pub(crate) const HEADER: usize = 1152;
 /// the functions that use the stack (a memo is keyed by everything its walk
 /// read, so it stays right), so that a launch does not write it.
 /// (At the header's end, 16-byte aligned; the `Frame` fits below it.)
-pub(crate) const MEMO_AT: usize = (HEADER - std::mem::size_of::<std::cell::RefCell<crate::unwind::Memo>>()) & !15;
+pub(crate) const MEMO_AT: usize = (HEADER - std::mem::size_of::<std::cell::RefCell<crate::state::memo::Memo>>()) & !15;
 
 static GUARD_MADVISE_WORKS: AtomicBool = AtomicBool::new(true);
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
@@ -207,7 +207,7 @@ impl PooledStack {
         // SAFETY: the memo's place lies in the header of the mapping we just
         // created (writable, 16-byte aligned: `high` is page-aligned), and
         // nothing references it yet.
-        unsafe { (stack.memo() as *mut std::cell::RefCell<crate::unwind::Memo>).write(std::cell::RefCell::new(crate::unwind::Memo::EMPTY)) };
+        unsafe { (stack.memo() as *mut std::cell::RefCell<crate::state::memo::Memo>).write(std::cell::RefCell::new(crate::state::memo::Memo::EMPTY)) };
         // SAFETY: the guard page lies inside the mapping we just created and
         // nothing references it yet.
         unsafe {
@@ -259,7 +259,7 @@ impl PooledStack {
 
     /// The stack's `pause()` memo (see [`MEMO_AT`]), initialised when the
     /// stack was mapped.
-    pub(crate) fn memo(&self) -> *const std::cell::RefCell<crate::unwind::Memo> {
+    pub(crate) fn memo(&self) -> *const std::cell::RefCell<crate::state::memo::Memo> {
         (self.high - HEADER + MEMO_AT) as *const _
     }
 

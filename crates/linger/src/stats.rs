@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 
-use crate::thread::ts;
 
 /// Counters of the calling thread, from `linger::stats()` in Rust or
 /// `linger_stats()` in C (where this is `linger_stats_t`).
@@ -70,10 +69,10 @@ macro_rules! cells {
             pub(crate) const fn new() -> Self {
                 StatCells { $($name: Cell::new(0),)* }
             }
-            fn snapshot(&self) -> Stats {
+            pub(crate) fn snapshot(&self) -> Stats {
                 Stats { $($name: self.$name.get(),)* }
             }
-            fn reset(&self) {
+            pub(crate) fn reset(&self) {
                 $(self.$name.set(0);)*
             }
         }
@@ -86,7 +85,7 @@ cells! {
     return_traps, library_overflows, libset_resets, libset_blocks_freed, futex_stops,
 }
 
-/// How one preemption went (see [`last_preemption`]); in C,
+/// How one preemption went (see `last_preemption`); in C,
 /// `linger_preemption_t`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -100,34 +99,6 @@ pub struct Preemption {
     /// `Builder::stop_in_futex_waits`, or of std's, `stop_in_std_waits`):
     /// it is still waiting, and waits again when resumed.
     pub in_wait: bool,
-}
-
-/// The calling thread's most recent preemption, if any: after a `resume`
-/// that came back preempted, how late and whether deferred (what a
-/// scheduler reports per task; the counters here are per thread).
-pub fn last_preemption() -> Option<Preemption> {
-    ts().last_preemption.get()
-}
-
-/// Counters of the calling thread.
-pub fn stats() -> Stats {
-    ts().stats.snapshot()
-}
-
-/// Resets the calling thread's counters to zero (and its
-/// [park counters](crate::park::counters)).
-pub fn reset_stats() {
-    let t = ts();
-    t.stats.reset();
-    t.parks.set(0);
-    t.parks_blocked.set(0);
-}
-
-/// Counts a libset reset on the calling thread.
-pub(crate) fn record_libset_reset(_ns: u64, blocks: u64) {
-    let s = &ts().stats;
-    bump(&s.libset_resets);
-    s.libset_blocks_freed.set(s.libset_blocks_freed.get() + blocks);
 }
 
 #[inline]

@@ -10,19 +10,9 @@
 
 use corosensei::{Coroutine, Yielder};
 
+pub(crate) use crate::state::outcome::Outcome;
 use crate::stack::PooledStack;
 use crate::thread::{Suspend, ThreadState};
-
-/// What a coroutine returns to the runtime. The value itself is stored in the
-/// continuation (so this type, and the coroutine type, do not depend on it).
-pub(crate) enum Outcome {
-    Value,
-    Panicked(Box<dyn std::any::Any + Send + 'static>),
-    Overflowed,
-    /// Ended by `pthread_exit` (with this value) or by cancellation: its
-    /// frames were unwound by glibc (see `exit.rs`).
-    Exited(usize),
-}
 
 /// A resume hands the function the state of the thread that resumed it, so
 /// that it need not look it up again (a function may be resumed on another
@@ -56,7 +46,7 @@ const MXCSR_FLAGS: u32 = 0x3f;
 
 impl FpControl {
     /// No state recorded (see `Frame::fp_own`); `bits` never gives it.
-    pub(crate) const NONE: u64 = u64::MAX;
+    pub(crate) const NONE: u64 = crate::thread::FP_NONE;
 
     /// As one word, for the per-function and per-thread records.
     #[inline(always)]

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use corosensei::trap::CoroutineTrapHandler;
 
 use crate::stats::StatCells;
-use crate::switch::Outcome;
+use crate::state::outcome::Outcome;
+
+/// No FP control state recorded (`switch::FpControl::NONE`).
+pub(crate) const FP_NONE: u64 = u64::MAX;
 
 /// Deadline meaning "no limit" / "timer not armed".
 pub(crate) const NEVER: u64 = u64::MAX;
@@ -79,7 +82,7 @@ pub(crate) struct Frame {
     /// The last clear walk of a chain on this function's stack from a
     /// `pause()` or the end of a scope (`unwind::Memo`), in the stack's
     /// header (`stack::MEMO_AT`); see [`Frame::memo`].
-    pub memo: *const std::cell::RefCell<crate::unwind::Memo>,
+    pub memo: *const std::cell::RefCell<crate::state::memo::Memo>,
     /// Absolute CLOCK_MONOTONIC deadline (ns) of the current slice.
     pub deadline: Cell<u64>,
     /// `&Yielder` of the coroutine, set when it first runs.
@@ -172,7 +175,7 @@ pub(crate) struct Frame {
     pub counts: SignalCounts,
     /// Its C++ exception globals, errno and locale while it is stopped, and
     /// its caller's while it runs (see `flow`).
-    pub flow: crate::flow::Saved,
+    pub flow: crate::state::saved::Saved,
     /// The value this function passed to `pthread_exit` (see `exit.rs`);
     /// `PTHREAD_CANCELED` (all ones) until it does, the value a
     /// cancellation, which does not pass through our `pthread_exit`, ends
@@ -180,7 +183,7 @@ pub(crate) struct Frame {
     pub exit_value: Cell<usize>,
     /// Its park hook (`Builder::park_with`), taken when its stack is given
     /// back; read in place while it runs (see `interpose::parking`).
-    pub park: Cell<Option<std::sync::Arc<dyn crate::park::Park>>>,
+    pub park: Cell<Option<std::sync::Arc<dyn crate::state::park::Park>>>,
     /// It is inside a park hook, called from a wrapper: a `pause()` there
     /// has the wrapper's `extern "C"` frames above it, which a cancel must
     /// not unwind (see `runtime::unwinds_here`).
@@ -193,7 +196,7 @@ pub(crate) struct Frame {
     /// The table generation read before that walk: the shortcut holds only
     /// while the table is still that one.
     pub judged_gen: Cell<u64>,
-    pub caller_flow: crate::flow::Saved,
+    pub caller_flow: crate::state::saved::Saved,
     /// The libset the function's library calls go to (0: the program's
     /// own libraries, where deadlines are deferred), and the caller's,
     /// put back when the function stops.
@@ -222,7 +225,7 @@ pub(crate) struct Frame {
 
 impl Frame {
     /// This function's `pause()` memo.
-    pub(crate) fn memo(&self) -> &std::cell::RefCell<crate::unwind::Memo> {
+    pub(crate) fn memo(&self) -> &std::cell::RefCell<crate::state::memo::Memo> {
         // SAFETY: set at launch to the memo `PooledStack::map` initialised
         // in the header of the stack that holds this Frame; it lives as long
         // as that mapping, which outlives the Frame.
@@ -268,7 +271,7 @@ pub(crate) struct ThreadState {
     /// has its timer and, with the monitor, its slot in this process.
     pub ready: Cell<bool>,
     /// This thread's deadline slot with the monitor (`monitor.rs`), or null.
-    pub slot: Cell<*const crate::monitor::Slot>,
+    pub slot: Cell<*const crate::state::slot::Slot>,
     /// Unique id of this thread (0 until first needed); never reused, unlike
     /// the address of this state, which glibc recycles with thread stacks.
     pub id: Cell<u64>,
@@ -281,9 +284,9 @@ pub(crate) struct ThreadState {
     pub unwind_ctx: Cell<*mut ()>,
     /// This thread's mark for reading the code table (`ranges::read`), or
     /// None: the handler then reads nothing and defers.
-    pub reader: Cell<Option<&'static crate::ranges::Reader>>,
+    pub reader: Cell<Option<&'static crate::state::reader::Reader>>,
     pub stats: StatCells,
-    /// This thread's most recent preemption (`stats::last_preemption`).
+    /// This thread's most recent preemption (`crate::last_preemption`).
     pub last_preemption: Cell<Option<crate::stats::Preemption>>,
     /// Addresses of this thread's C++ exception globals and errno, or 0
     /// until first needed (see `flow`).
@@ -307,7 +310,7 @@ thread_local! {
             armed: Cell::new(NEVER),
             arm_cost: Cell::new(0),
             armed_at: Cell::new(0),
-            fp_caller: Cell::new(crate::switch::FpControl::NONE),
+            fp_caller: Cell::new(FP_NONE),
             tsc_anchor: Cell::new(0),
             ns_anchor: Cell::new(0),
             timer: Cell::new(-1),
@@ -374,4 +377,32 @@ pub(crate) fn now_ns() -> u64 {
     // SAFETY: valid out pointer; clock_gettime is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The calling thread's most recent preemption, if any: after a `resume`
+/// that came back preempted, how late and whether deferred (what a
+/// scheduler reports per task; the counters here are per thread).
+pub fn last_preemption() -> Option<crate::stats::Preemption> {
+    ts().last_preemption.get()
+}
+
+/// Counters of the calling thread.
+pub fn stats() -> crate::stats::Stats {
+    ts().stats.snapshot()
+}
+
+/// Resets the calling thread's counters to zero (and its
+/// [park counters](crate::park::counters)).
+pub fn reset_stats() {
+    let t = ts();
+    t.stats.reset();
+    t.parks.set(0);
+    t.parks_blocked.set(0);
+}
+
+/// Counts a libset reset on the calling thread.
+pub(crate) fn record_libset_reset(_ns: u64, blocks: u64) {
+    let s = &ts().stats;
+    crate::stats::bump(&s.libset_resets);
+    s.libset_blocks_freed.set(s.libset_blocks_freed.get() + blocks);
 }

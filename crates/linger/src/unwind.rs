@@ -25,6 +25,7 @@ use gimli::{
     UnwindContextStorage, UnwindTableRow,
 };
 
+use crate::state::memo::{Memo, MEMO_READS, NREGS};
 use crate::ranges::Table;
 use crate::thread::ts;
 
@@ -90,35 +91,7 @@ pub(crate) struct Unwinder {
     busy: bool,
 }
 
-/// Stack words a memoised walk may have read.
-const MEMO_READS: usize = 24;
 
-/// The last walk by [`walk_here`] that found a function's chain clear: its
-/// starting registers and every stack word it read. A walk is a function of
-/// those (and of the table), so a walk from the same registers over the same
-/// words would find the same: a `pause()` in a loop compares a few words
-/// instead of walking (a walk costs it about 130 ns, the whole pause about
-/// 25). The comparison reads only the stack, so it needs no reading section
-/// of the table: it holds while the table it used is still the published
-/// one. Kept per function (in its `Frame`), not per thread: a thread that
-/// takes turns among many functions (an async runtime's worker, each task a
-/// function) would otherwise miss every time.
-#[derive(Clone, Copy)]
-pub(crate) struct Memo {
-    /// The generation of the table it used; 0: no memo.
-    generation: u64,
-    stack: (usize, usize, usize),
-    /// The starting registers the outcome depended on (by DWARF number).
-    init: u32,
-    regs: [u64; NREGS],
-    n: usize,
-    reads: [(u64, u64); MEMO_READS],
-}
-
-impl Memo {
-    /// No memo.
-    pub(crate) const EMPTY: Memo = Memo { generation: 0, stack: (0, 0, 0), init: 0, regs: [0; NREGS], n: 0, reads: [(0, 0); MEMO_READS] };
-}
 
 /// Records what a walk's outcome depends on: the return addresses it
 /// followed and the registers its CFAs were computed from, each traced back
@@ -302,8 +275,6 @@ pub(crate) fn prepare_thread() -> Result<(), crate::Error> {
     Ok(())
 }
 
-/// DWARF register numbers of x86-64 in `ucontext_t` order.
-const NREGS: usize = 17;
 const RSP: usize = 7;
 const RA: usize = 16;
 
