@@ -210,7 +210,7 @@ pub extern "C" fn linger_as_safe_enable() -> c_int {
 /// through. Not for programs.
 #[no_mangle]
 pub extern "C" fn linger_stand_aside() {
-    crate::interpose::signals::stand_aside();
+    crate::signal::stand_aside();
 }
 
 /// Makes every other copy of linger loaded in the process stand aside. Two
@@ -385,7 +385,7 @@ pub(crate) unsafe fn arrived(sig: c_int, action: &Action, info: *mut libc::sigin
         return false;
     }
     // A `vfork` child shares this thread's state with its parent.
-    let Some(st) = state().filter(|_| crate::timer::in_owner_process()) else { return false };
+    let Some(st) = state().filter(|_| crate::signal::in_owner_process()) else { return false };
     // The trampoline runs with every signal of ours blocked (its `sa_mask`,
     // see `trampoline_mask`) until a handler of the program's runs: nothing
     // comes in between while it decides.
@@ -419,7 +419,7 @@ fn handler_mask(sig: c_int, action: &Action) -> u64 {
 pub(crate) fn trampoline_mask() -> Option<libc::sigset_t> {
     HOLDING
         .load(Ordering::Acquire)
-        .then(|| sigmask::as_sigset(sigmask::program() | sigmask::bit(crate::timer::signal())))
+        .then(|| sigmask::as_sigset(sigmask::program() | sigmask::bit(crate::signal::number())))
 }
 
 /// Holds `info` for `sig`, which interrupted `uc`, and arranges to look
@@ -593,7 +593,7 @@ pub(crate) fn after_timer(uc: &mut libc::ucontext_t) {
     if !HOLDING.load(Ordering::Relaxed) {
         return;
     }
-    let Some(st) = state().filter(|st| st.len.get() > 0 && crate::timer::in_owner_process()) else { return };
+    let Some(st) = state().filter(|st| st.len.get() > 0 && crate::signal::in_owner_process()) else { return };
     if st.busy.get() {
         return backstop(st, false); // interrupted our own bookkeeping
     }

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::handles;
-use crate::runtime::Scope;
+use crate::guard::Scope;
 use crate::{Builder, Cancelled, Ending, Error, Linger, Stats};
 
 /// A preemptible function as seen from C.
@@ -458,7 +458,7 @@ pub extern "C" fn linger_critical_end() -> i32 {
         set_errno(libc::EINVAL);
         return -1;
     }
-    crate::preempt::exit_scope(false);
+    crate::guard::exit(false);
     0
 }
 

@@ -117,6 +117,26 @@ fn current_locale() -> usize {
     unsafe { libc::uselocale(std::ptr::null_mut()) as usize }
 }
 
+/// Where the head of glibc's chain of its own cleanup buffers lives (an
+/// offset from the `fs` base), or 0 if not known.
+pub(crate) static CLEANUP_AT: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes `head` (0: none) the head of this thread's chain of glibc's own
+/// cleanup buffers and returns the previous head (nothing, and 0, if its
+/// place is not known: the entry points that push one are then never
+/// stopped in, see `futex::resolve`).
+#[inline(always)]
+pub(crate) fn exchange_cleanup(head: usize) -> usize {
+    let off = CLEANUP_AT.load(Ordering::Relaxed);
+    if off == 0 {
+        return 0;
+    }
+    // SAFETY: `off` was checked by `futex::find_cleanup_head` to be where this
+    // thread's head lives (the same field in every thread), and `head` is a
+    // chain of this flow's.
+    unsafe { gotcha::swap_fs_word(off as isize, head) }
+}
+
 /// This thread's C++ exception globals, or null without a C++ runtime. The
 /// address is read once per thread (a call through the loader otherwise).
 #[inline(always)]
@@ -200,7 +220,7 @@ fn exchange(t: &ThreadState, out: &Saved, into: &Saved) {
     }
     out.chain.set(crate::exit::exchange_chain(into.chain.get()));
     if into.cleanup_too {
-        out.cleanup.set(crate::futex::exchange_cleanup(into.cleanup.get()));
+        out.cleanup.set(exchange_cleanup(into.cleanup.get()));
     }
     let here = current_locale();
     out.locale.set(here);

@@ -33,17 +33,21 @@ thread_local! {
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
-/// Registers the handlers (once per process, with the runtime).
-pub(crate) fn install(child: extern "C" fn()) {
-    CHILD_TAIL.get_or_init(|| child);
+/// Registers the handlers (once per process, with the runtime), and the
+/// runtime's wait for its own initialisation (the runtime is above this
+/// file and hands it in).
+pub(crate) fn install(wait_initialised: fn()) {
+    WAIT_INITIALISED.get_or_init(|| wait_initialised);
     // SAFETY: registering plain `extern "C"` handlers with no arguments.
     unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(in_child)) };
 }
 
-static CHILD_TAIL: std::sync::OnceLock<extern "C" fn()> = std::sync::OnceLock::new();
+static WAIT_INITIALISED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 extern "C" fn prepare() {
-    crate::runtime::wait_initialised();
+    if let Some(wait) = WAIT_INITIALISED.get() {
+        wait();
+    }
     // Always in this order (the build lock is never taken under the other;
     // the monitor's start takes neither).
     let held = (crate::ranges::lock_build(), crate::handles::lock(), crate::monitor::lock_spawn());
@@ -57,7 +61,6 @@ extern "C" fn release() {
 extern "C" fn in_child() {
     release();
     crate::ranges::after_fork();
-    if let Some(tail) = CHILD_TAIL.get() {
-        tail();
-    }
+    crate::signal::after_fork_in_child();
+    crate::timer::after_fork_in_child();
 }

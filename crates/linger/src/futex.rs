@@ -49,7 +49,7 @@
 //! push such a buffer are left out.
 
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use crate::ranges::{self, Table};
@@ -111,10 +111,6 @@ struct Code {
 
 static CODE: OnceLock<Code> = OnceLock::new();
 
-/// Where the head of glibc's chain of its own cleanup buffers lives (an
-/// offset from the `fs` base), or 0 if not known.
-static CLEANUP_AT: AtomicUsize = AtomicUsize::new(0);
-
 /// Finds the entry points and the cleanup chain's head (once per process,
 /// outside any handler: the loader's lookups are not async-signal-safe),
 /// once the range table is built and the thread can read it.
@@ -166,24 +162,8 @@ fn find_cleanup_head() {
         during == p as usize && recorded == before && after == before
     };
     if ok {
-        CLEANUP_AT.store(off, Ordering::Relaxed);
+        crate::flow::CLEANUP_AT.store(off, Ordering::Relaxed);
     }
-}
-
-/// Makes `head` (0: none) the head of this thread's chain of glibc's own
-/// cleanup buffers and returns the previous head (nothing, and 0, if its
-/// place is not known: the entry points that push one are then never
-/// stopped in, see [`resolve`]).
-#[inline(always)]
-pub(crate) fn exchange_cleanup(head: usize) -> usize {
-    let off = CLEANUP_AT.load(Ordering::Relaxed);
-    if off == 0 {
-        return 0;
-    }
-    // SAFETY: `off` was checked by `find_cleanup_head` to be where this
-    // thread's head lives (the same field in every thread), and `head` is a
-    // chain of this flow's.
-    unsafe { gotcha::swap_fs_word(off as isize, head) }
 }
 
 /// The code ranges of libc's entry points (and libpthread's, for a glibc
@@ -199,7 +179,7 @@ pub(crate) fn exchange_cleanup(head: usize) -> usize {
 fn resolve() -> Code {
     let none = || Code { entries: Box::new([]), internal: Box::new([]) };
     let Some(table) = ranges::read() else { return none() };
-    let cleanup_known = CLEANUP_AT.load(Ordering::Relaxed) != 0;
+    let cleanup_known = crate::flow::CLEANUP_AT.load(Ordering::Relaxed) != 0;
     let mut out: Vec<(usize, usize)> = Vec::new();
     let mut internal = Vec::new();
     for lib in [c"libc.so.6", c"libpthread.so.0"] {
@@ -254,7 +234,7 @@ fn function_at(table: &Table, p: usize) -> Option<(usize, usize)> {
         return None;
     }
     let obj = table.unwind_object(p)?;
-    crate::unwind::function_extent(obj, p).filter(|&(s, e)| s == p && e > s)
+    crate::eh_frame::function_extent(obj, p).filter(|&(s, e)| s == p && e > s)
 }
 
 /// Do `a` and `b` lie in the same object's unwind tables?

@@ -15,7 +15,7 @@ use crate::Error;
 /// `LINGER_ISOLATE` (or every library that can be copied) by itself.
 /// Once per process; the same selection again returns the first report.
 pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
-    let _scope = crate::runtime::Scope::enter();
+    let _scope = crate::guard::Scope::enter();
     install_fault_handler()?;
     let r = gotcha::isolate(sel)?;
     crate::ranges::note_new_code();
@@ -27,7 +27,7 @@ pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
 /// it). Returns how many exist. Isolates `LINGER_ISOLATE` (or `all`) first
 /// if nothing was isolated yet.
 pub fn prepare_libsets(n: usize) -> Result<usize, Error> {
-    let _scope = crate::runtime::Scope::enter();
+    let _scope = crate::guard::Scope::enter();
     ensure_isolating()?;
     let made = gotcha::Lease::prepare(n)?;
     crate::ranges::note_new_code();

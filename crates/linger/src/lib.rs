@@ -37,6 +37,7 @@ compile_error!("linger runs on x86-64 Linux only: its context switch, signal-fra
 mod clock;
 mod config;
 pub mod deferral;
+mod eh_frame;
 mod error;
 mod exit;
 mod fork;
@@ -45,6 +46,7 @@ pub mod ffi;
 #[doc(hidden)]
 pub mod glibc;
 mod flow;
+mod guard;
 mod handles;
 mod monitor;
 mod inlined;
@@ -58,6 +60,7 @@ mod return_trap;
 mod runtime;
 mod scope;
 mod sigmask;
+mod signal;
 pub mod stack;
 mod state;
 mod stats;
@@ -79,7 +82,8 @@ pub use scope::{scope, Scope, ScopedLinger};
 pub use stats::{Preemption, Stats};
 pub use thread::{last_preemption, reset_stats, stats};
 
-use runtime::{Inner, Scope as NoPreempt, Status};
+use guard::Scope as NoPreempt;
+use runtime::{Inner, Status};
 use thread::Suspend;
 
 /// Result of running a preemptible function for a while.
@@ -731,7 +735,7 @@ impl Critical {
 impl Drop for Critical {
     #[inline]
     fn drop(&mut self) {
-        preempt::exit_scope(true);
+        guard::exit(true);
     }
 }
 

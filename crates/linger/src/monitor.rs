@@ -213,7 +213,7 @@ pub(crate) fn from_monitor(info: &libc::siginfo_t) -> bool {
     // SAFETY: siginfo_t is 128 bytes; an SI_QUEUE siginfo has the layout of
     // `QueueInfo` (checked by the size assertion below).
     let q = unsafe { &*(info as *const libc::siginfo_t as *const QueueInfo) };
-    q.value == COOKIE.load(Ordering::Relaxed) && crate::timer::is_owner_pid(q.pid)
+    q.value == COOKIE.load(Ordering::Relaxed) && crate::signal::is_owner_pid(q.pid)
 }
 
 const _: () = assert!(std::mem::size_of::<QueueInfo>() == std::mem::size_of::<libc::siginfo_t>());
@@ -244,7 +244,7 @@ fn ensure_running(signo: i32) -> io::Result<()> {
     // The monitor thread starts with every signal blocked (it inherits this
     // thread's mask): the program's process-directed signals must go to its
     // own threads, and ours are never aimed at it.
-    let Some(sigmask) = crate::interpose::signals::real_pthread_sigmask() else {
+    let Some(sigmask) = crate::signal::real_pthread_sigmask() else {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     };
     // SAFETY: local sigsets with valid pointers.

@@ -49,7 +49,7 @@ pub(crate) fn replaced_disposition(handler: usize) -> Option<(usize, i32)> {
 pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
     // Through libc's own sigaction: ours would wrap the handler as the
     // program's.
-    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+    let Some(sigaction) = crate::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: querying/installing a sigaction with valid pointers; on_segv is

@@ -8,7 +8,7 @@
 //!    the caller, leaving the signal frame parked on that stack. Resuming
 //!    switches back into the handler, which returns and lets `rt_sigreturn`
 //!    restore every register (including FP/SIMD state).
-//! 2. **At the end of a no-preemption scope** ([`exit_scope`]): if the
+//! 2. **At the end of a no-preemption scope** (`guard::exit`): if the
 //!    deadline passed while the thread was in a `critical` scope or in the
 //!    runtime itself, the handler only records it as pending and the scope's
 //!    exit hands control back through an ordinary function call. (A deadline
@@ -76,8 +76,9 @@ const HANDLER_STACK: usize = 16 * 1024;
 
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
+    crate::guard::on_pending(take_pending_at_exit);
     // Through libc's own sigaction: ours keeps the program off this signal.
-    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+    let Some(sigaction) = crate::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: querying a sigaction with valid pointers.
@@ -106,7 +107,7 @@ pub(crate) fn install(signo: i32) -> Result<(), Error> {
 
 /// Points the signal at our handler (again, after a failed exec reset it).
 pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
-    let Some(sigaction) = crate::interpose::signals::real_sigaction() else {
+    let Some(sigaction) = crate::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: installing a sigaction with valid pointers; the handler is
@@ -558,29 +559,9 @@ pub(crate) fn at_return() {
     }
 }
 
-/// Ends a no-preemption scope opened with `defer += 1`.
-#[inline]
-pub(crate) fn exit_scope(unwindable: bool) {
-    exit_scope_on(ts(), unwindable);
-}
-
-/// `exit_scope` given this thread's state, read when the scope opened (no
-/// switch to another thread can happen inside a scope: it is never
-/// preempted, and runtime scopes do not pause).
-#[inline]
-pub(crate) fn exit_scope_on(ts: &ThreadState, unwindable: bool) {
-    debug_assert!(ts.defer.get() > 0, "unbalanced no-preemption scope");
-    let d = ts.defer.get() - 1;
-    compiler_fence(Ordering::SeqCst);
-    ts.defer.set(d);
-    if d == 0 && ts.pending.get() {
-        take_pending_at_exit(ts, unwindable);
-    }
-}
-
 #[cold]
 #[inline(never)]
-fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
+pub(crate) fn take_pending_at_exit(ts: &ThreadState, unwindable: bool) {
     // Resumed, possibly on another thread.
     if let Some(ts) = take_pending(ts, unwindable, true) {
         landed(ts);
@@ -753,7 +734,7 @@ fn our_signal_pending() -> bool {
     // SAFETY: a local sigset filled by the kernel.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, timer::signal()) == 1
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, crate::signal::number()) == 1
     }
 }
 
@@ -851,7 +832,7 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     if (!timer_due && !kicked) || our_signal_pending() {
         return None;
     }
-    let signo = timer::signal();
+    let signo = crate::signal::number();
     // The handler's entry code pushes a few registers and its locals (a few
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading

@@ -41,7 +41,7 @@ pub(crate) struct Table {
     /// Sorted executable ranges of every object known when the table was built.
     known: Vec<Range>,
     /// Sorted executable ranges with the unwind tables of their object.
-    unwind: Vec<(Range, crate::unwind::Object)>,
+    unwind: Vec<(Range, crate::eh_frame::Object)>,
     /// Executable ranges of the dynamic loader (no return traps there).
     loader: Vec<Range>,
     /// Sorted, merged code of deferred functions inlined into others
@@ -342,7 +342,7 @@ impl Table {
     }
 
     /// The unwind tables covering `pc`, if its object has them.
-    pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::unwind::Object> {
+    pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::eh_frame::Object> {
         let i = self.unwind.partition_point(|r| r.0 .1 <= pc);
         self.unwind.get(i).filter(|r| r.0 .0 <= pc).map(|r| &r.1)
     }
@@ -482,7 +482,7 @@ pub(crate) fn ensure(cfg: &Config) {
     }
     // Not stopped while it holds the lock (a `dlclose` by the function's
     // caller would wait for it forever), nor with the old table retired.
-    let _scope = crate::runtime::Scope::enter_from_c();
+    let _scope = crate::guard::Scope::enter_from_c();
     let _g = lock_build();
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
@@ -502,7 +502,7 @@ struct Object_ {
     bias: usize,
     exec: Vec<Range>,
     is_main: bool,
-    unwind: Option<crate::unwind::Object>,
+    unwind: Option<crate::eh_frame::Object>,
 }
 
 fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
@@ -529,7 +529,7 @@ fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
         // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
         let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
         let text = exec.first().copied().unwrap_or((0, 0));
-        let unwind = crate::unwind::object_from_phdrs(info.dlpi_addr as usize, phdrs, text);
+        let unwind = crate::eh_frame::object_from_phdrs(info.dlpi_addr as usize, phdrs, text);
         out.push(Object_ { name, bias: info.dlpi_addr as usize, exec, is_main, unwind });
         0
     }
@@ -547,7 +547,7 @@ fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
             .map(|ph| (c.bias + ph.p_vaddr as usize, c.bias + (ph.p_vaddr + ph.p_memsz) as usize))
             .collect();
         let text = exec.first().copied().unwrap_or((0, 0));
-        let unwind = crate::unwind::object_from_phdrs(c.bias, phdrs, text);
+        let unwind = crate::eh_frame::object_from_phdrs(c.bias, phdrs, text);
         v.push(Object_ { name: c.name.clone(), bias: c.bias, exec, is_main: false, unwind });
     }
     v
@@ -1018,10 +1018,10 @@ fn build(cfg: &Config, generation: u64) -> Table {
     if isolation.stubs.0 < isolation.stubs.1 {
         known.push(isolation.stubs);
     }
-    unwind.sort_unstable_by_key(|e: &(Range, crate::unwind::Object)| e.0);
+    unwind.sort_unstable_by_key(|e: &(Range, crate::eh_frame::Object)| e.0);
     for &f in &isolation.deferred_functions {
         let i = unwind.partition_point(|r| r.0 .1 <= f);
-        let extent = unwind.get(i).filter(|r| r.0 .0 <= f).and_then(|r| crate::unwind::function_extent(&r.1, f));
+        let extent = unwind.get(i).filter(|r| r.0 .0 <= f).and_then(|r| crate::eh_frame::function_extent(&r.1, f));
         // Without unwind tables (cannot happen for Rust code): at least
         // its first instructions.
         deferred.push(extent.unwrap_or((f, f + 64)));

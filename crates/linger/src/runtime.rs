@@ -16,7 +16,8 @@ use std::time::Duration;
 use corosensei::CoroutineResult;
 
 use crate::config::{self, Config};
-use crate::preempt::{self, exit_scope_on, landed};
+use crate::guard::Scope;
+use crate::preempt::{self, landed};
 use crate::stack::PooledStack;
 use crate::stats::bump;
 use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
@@ -25,51 +26,6 @@ use crate::{overflow, ranges, timer, Error};
 
 static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
 static READY: AtomicBool = AtomicBool::new(false);
-
-/// Opens a no-preemption scope for the runtime's own bookkeeping.
-pub(crate) struct Scope {
-    /// This thread's state, read once: nothing inside a runtime scope
-    /// switches the caller to another thread (it is never preempted, and the
-    /// runtime's own code does not pause), so it stays valid until the end.
-    t: &'static ThreadState,
-    /// Entered from Rust (a preemption taken at its end may be unwound) or
-    /// from the C ABI (unwinding through `extern "C"` frames would abort).
-    unwindable: bool,
-}
-
-impl Scope {
-    #[inline]
-    pub(crate) fn enter() -> Scope {
-        Self::open(true)
-    }
-
-    /// A scope opened by a C ABI entry point.
-    #[inline]
-    pub(crate) fn enter_from_c() -> Scope {
-        Self::open(false)
-    }
-
-    #[inline]
-    fn open(unwindable: bool) -> Scope {
-        let t = ts();
-        t.defer.set(t.defer.get() + 1);
-        compiler_fence(Ordering::SeqCst);
-        Scope { t, unwindable }
-    }
-
-    /// The calling thread's state, valid while the scope is open.
-    #[inline]
-    pub(crate) fn thread(&self) -> &'static ThreadState {
-        self.t
-    }
-}
-
-impl Drop for Scope {
-    #[inline]
-    fn drop(&mut self) {
-        exit_scope_on(self.t, self.unwindable);
-    }
-}
 
 /// Starts the runtime (once per process and once per thread).
 /// Makes sure this thread can run a function that already exists (its timer
@@ -128,7 +84,8 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
             crate::return_trap::init(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
-            timer::install_fork_handler(cfg.signal);
+            crate::signal::set(cfg.signal);
+            crate::fork::install(wait_initialised);
             crate::interpose::signals::hand_over_shadow();
             Ok(())
         })

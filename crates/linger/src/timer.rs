@@ -55,29 +55,10 @@ thread_local! {
     static OWNER: TimerOwner = const { TimerOwner(Cell::new(-1)) };
 }
 
-/// Signal number the timers use (set when the runtime starts).
-static SIGNO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// The preemption signal, or 0 before the runtime started.
-pub(crate) fn signal() -> i32 {
-    SIGNO.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Registers the fork handler (once per process): POSIX timers are not
-/// inherited by a child, but the forking thread's state (including its timer
-/// id) is.
-pub(crate) fn install_fork_handler(signo: i32) {
-    SIGNO.store(signo, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: getpid has no preconditions.
-    OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-    crate::fork::install(after_fork_in_child);
-}
-
 /// In the child of a fork: give the (only) thread a timer of its own again,
 /// and re-arm it if the fork happened inside a preemptible function.
-extern "C" fn after_fork_in_child() {
-    // SAFETY: getpid has no preconditions.
-    OWNER_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+/// Called by `fork`'s child handler, after `signal::after_fork_in_child`.
+pub(crate) fn after_fork_in_child() {
     let ts = crate::thread::ts();
     crate::monitor::after_fork_in_child(ts);
     if ts.timer.get() < 0 {
@@ -90,7 +71,7 @@ extern "C" fn after_fork_in_child() {
     ts.armed.set(NEVER);
     LIVE.store(0, Ordering::Relaxed); // only this thread exists in the child
     let _ = OWNER.try_with(|o| o.0.set(-1));
-    if ensure(ts, SIGNO.load(std::sync::atomic::Ordering::Relaxed)).is_err() {
+    if ensure(ts, crate::signal::number()).is_err() {
         return; // later launches report the error
     }
     ts.ready.set(!crate::monitor::enabled());
@@ -99,23 +80,6 @@ extern "C" fn after_fork_in_child() {
         // SAFETY: `current` is a live frame: the child runs the same code.
         let _ = arm(ts, unsafe { (*current).deadline.get() });
     }
-}
-
-/// The process whose threads own the timers: a `vfork` child shares our
-/// memory (and this thread's state) but is another process, with no timers.
-static OWNER_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// Is `pid` the process whose threads own the timers? Async-signal-safe.
-pub(crate) fn is_owner_pid(pid: i32) -> bool {
-    OWNER_PID.load(Ordering::Relaxed) == pid
-}
-
-/// False in a `vfork` child (or any process sharing our memory without
-/// having forked through `fork`): it must not change this thread's state,
-/// which belongs to the suspended parent. Async-signal-safe.
-pub(crate) fn in_owner_process() -> bool {
-    // SAFETY: getpid has no preconditions.
-    OWNER_PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
 }
 
 /// Creates this thread's timer if it has none yet.

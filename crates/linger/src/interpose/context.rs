@@ -23,7 +23,7 @@
 use libc::{c_int, sigset_t, ucontext_t};
 
 use crate::sys::real;
-use super::signals::preemption_signal;
+use crate::signal::preemption_signal;
 use crate::thread::ts;
 
 /// glibc's `struct __jmp_buf_tag` (x86-64): the saved registers, whether

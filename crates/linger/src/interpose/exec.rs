@@ -28,7 +28,8 @@
 
 use libc::{c_char, c_int};
 
-use super::signals::{preemption_signal, real_pthread_sigmask, real_sigaction, shadow_ignored};
+use super::signals::shadow_ignored;
+use crate::signal::{preemption_signal, real_pthread_sigmask, real_sigaction};
 use super::child_env;
 use crate::sys::{errno, real, set_errno};
 use crate::thread::ts;
@@ -69,7 +70,7 @@ struct Prepared {
 /// Leaves no preemption signal pending, armed or handled. `None` if the
 /// runtime never started in this process (nothing to do).
 fn before_exec() -> Option<Prepared> {
-    let signo = crate::timer::signal();
+    let signo = crate::signal::number();
     if signo == 0 || preemption_signal() != signo {
         return None;
     }
@@ -82,7 +83,7 @@ fn before_exec() -> Option<Prepared> {
         libc::sigaddset(&mut block, signo);
         sigmask(libc::SIG_BLOCK, &block, &mut old);
         crate::timer::disarm(ts());
-        if crate::timer::in_owner_process() {
+        if crate::signal::in_owner_process() {
             // The monitor sends this thread nothing more (a `vfork` child
             // must leave the parent's slot alone: the monitor's signals go
             // to the parent's thread anyway).
@@ -108,7 +109,7 @@ fn after_failed_exec(p: Option<Prepared>) {
     let e = errno();
     let _ = crate::preempt::set_handler(p.signo);
     let t = ts();
-    if crate::timer::in_owner_process() {
+    if crate::signal::in_owner_process() {
         crate::monitor::reopen(t);
     }
     let frame = t.current.get();
@@ -129,7 +130,7 @@ macro_rules! guarded {
         // deadline armed when it resumes) would meet the default action. A
         // `vfork` child is never stopped (our timer signals go to the
         // parent), and must not leave the parent's scope count raised.
-        let _scope = crate::timer::in_owner_process().then(crate::runtime::Scope::enter_from_c);
+        let _scope = crate::signal::in_owner_process().then(crate::guard::Scope::enter_from_c);
         let p = before_exec();
         // SAFETY: forwarded verbatim; it only returns on failure.
         let r = unsafe { real($($arg),*) };

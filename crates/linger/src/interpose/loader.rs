@@ -34,7 +34,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     // Not stopped while it holds the build lock or has the table retired
     // (every other function would stay deferred meanwhile); a deadline that
     // passes is taken when it returns.
-    let _scope = crate::runtime::Scope::enter_from_c();
+    let _scope = crate::guard::Scope::enter_from_c();
     // SAFETY: forwarded verbatim.
     crate::ranges::unloading(|| unsafe { real(handle) })
 }

@@ -28,18 +28,11 @@ use libc::{c_int, c_void, sighandler_t, sigset_t};
 use crate::sys::{real, set_errno};
 use crate::thread::ts;
 
-type SigactionFn = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
-type SigmaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
+use crate::signal::{preemption_signal, real_pthread_sigmask, real_sigaction, standing_aside, SigmaskFn};
 type SignalfdFn = unsafe extern "C" fn(c_int, *const sigset_t, c_int) -> c_int;
 type SigsetFn = unsafe extern "C" fn(c_int, sighandler_t) -> sighandler_t;
 type SigOneFn = unsafe extern "C" fn(c_int) -> c_int;
 
-pub(crate) fn real_sigaction() -> Option<SigactionFn> {
-    real!("sigaction", SigactionFn)
-}
-pub(crate) fn real_pthread_sigmask() -> Option<SigmaskFn> {
-    real!("pthread_sigmask", SigmaskFn)
-}
 fn real_sigprocmask() -> Option<SigmaskFn> {
     real!("sigprocmask", SigmaskFn)
 }
@@ -97,26 +90,6 @@ static SHADOW_SIGNO: AtomicI32 = AtomicI32::new(0);
 /// libraries that hold linger, see `deferral::others_stand_aside`): this
 /// copy's wrappers, which that one's reach as the next definition, pass the
 /// signal API through untouched. Its runtime never starts.
-static STANDING_ASIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub(crate) fn stand_aside() {
-    STANDING_ASIDE.store(true, Ordering::Release);
-}
-
-/// The preemption signal, reserved even before the runtime starts (so that a
-/// program cannot take it first): until the configuration is frozen, the
-/// default one. None (0) in a copy standing aside.
-pub(crate) fn preemption_signal() -> c_int {
-    if STANDING_ASIDE.load(Ordering::Acquire) {
-        return 0;
-    }
-    let s = crate::timer::signal();
-    if s != 0 {
-        return s;
-    }
-    crate::config::signal_if_known()
-}
-
 fn is_function(h: sighandler_t) -> bool {
     h != libc::SIG_DFL && h != libc::SIG_IGN && h != libc::SIG_ERR
 }
@@ -366,7 +339,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         set_errno(libc::ENOSYS);
         return -1;
     };
-    if STANDING_ASIDE.load(Ordering::Acquire) {
+    if standing_aside() {
         // SAFETY: forwarded verbatim.
         return unsafe { real(sig, act, old) };
     }
