@@ -8,28 +8,24 @@
 //! registers itself here when it installs the handler, before anything can
 //! be left pending, and the end of a scope calls it only then.
 
-use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, Ordering};
 
+use crate::hook::Hook;
 use crate::thread::{ts, ThreadState};
 
-/// `fn(&ThreadState, bool)`: what takes a pending preemption at the end of
-/// the outermost scope (0 until the handler is installed, when nothing can
-/// be pending).
-static TAKE_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// What takes a pending preemption at the end of the outermost scope
+/// (none until the handler is installed, when nothing can be pending).
+static TAKE_PENDING: Hook<fn(&ThreadState, bool)> = Hook::new();
 
 /// Registers what takes a pending preemption (the handler layer, once).
 pub(crate) fn on_pending(take: fn(&ThreadState, bool)) {
-    TAKE_PENDING.store(take as usize, Ordering::Release);
+    TAKE_PENDING.set(take);
 }
 
 #[cold]
 #[inline(never)]
 fn take_pending(ts: &ThreadState, unwindable: bool) {
-    let p = TAKE_PENDING.load(Ordering::Acquire);
-    if p != 0 {
-        // SAFETY: only `on_pending` stores here, and it stores a
-        // `fn(&ThreadState, bool)`.
-        let take = unsafe { std::mem::transmute::<usize, fn(&ThreadState, bool)>(p) };
+    if let Some(take) = TAKE_PENDING.get() {
         take(ts, unwindable);
     }
 }

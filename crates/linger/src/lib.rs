@@ -48,6 +48,8 @@ pub mod glibc;
 mod flow;
 mod guard;
 mod handles;
+mod hold;
+mod hook;
 mod monitor;
 mod inlined;
 mod isolation;
@@ -55,6 +57,7 @@ mod interpose;
 mod overflow;
 pub mod park;
 mod preempt;
+mod program_signals;
 mod ranges;
 mod return_trap;
 mod runtime;
@@ -510,7 +513,7 @@ pub(crate) fn resume_ending<T>(l: &mut Linger<T>, timeout: Duration, ending: End
 /// itself (or its first initialisation) on this thread.
 #[inline]
 pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
-    if interpose::signals::in_program_handler() {
+    if program_signals::in_program_handler() {
         return Err(Error::NotHere("inside a signal handler"));
     }
     Ok(())

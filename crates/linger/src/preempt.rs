@@ -74,9 +74,21 @@ const WAIT_BACKOFF_STEPS: u32 = 7;
 /// keeps its preemption checks from overflowing.
 const HANDLER_STACK: usize = 16 * 1024;
 
+/// libas-safe's hold mode at the end of the handler
+/// (`hold::after_timer`): held signals run if the thread is out of
+/// deferred code. Registered as the mode is turned on, before it can hold
+/// anything.
+static AFTER_TIMER: crate::hook::Hook<fn(&mut libc::ucontext_t)> = crate::hook::Hook::new();
+
+/// Registers what the handler does last for held signals.
+pub(crate) fn on_after_timer(f: fn(&mut libc::ucontext_t)) {
+    AFTER_TIMER.set(f);
+}
+
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
     crate::guard::on_pending(take_pending_at_exit);
+    crate::return_trap::on_return_stop(at_return);
     // Through libc's own sigaction: ours keeps the program off this signal.
     let Some(sigaction) = crate::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
@@ -1157,7 +1169,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // Sent by someone (kill, raise, sigqueue) or by a timer of the
         // program's own, not by this thread's timer or the monitor: it is
         // the program's, and goes where the program believes it goes.
-        crate::interpose::signals::deliver_to_program(sig, info, uc);
+        crate::program_signals::deliver_to_program(sig, info, uc);
         return;
     }
     debug_assert!(info.is_null() || info as usize == uc as usize + KERNEL_UCONTEXT, "rt_sigframe layout");
@@ -1242,8 +1254,10 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
     unsafe { *libc::__errno_location() = saved_errno };
     // Last, with nothing of this handler's left to strand: the program's
     // signals held on this thread may run if it is out of library code now.
-    // SAFETY: the kernel's ucontext of this handler, ours to edit.
-    crate::deferral::after_timer(unsafe { &mut *(uc as *mut libc::ucontext_t) });
+    if let Some(after) = AFTER_TIMER.get() {
+        // SAFETY: the kernel's ucontext of this handler, ours to edit.
+        after(unsafe { &mut *(uc as *mut libc::ucontext_t) });
+    }
 }
 
 /// The handler's decision loop; called with the handler's scope open

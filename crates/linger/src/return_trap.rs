@@ -33,6 +33,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use crate::hook::Hook;
 use crate::thread::Frame;
 
 /// Stubs available at once (functions with a pending deferred stop).
@@ -378,9 +379,30 @@ pub(crate) fn release(f: &Frame) {
 /// held for this call (`deferral`) run first, then the stop, if due (not at
 /// a trap of `deferral`'s off the function's stack).
 extern "C" fn return_trap_stop(slot: usize) {
-    if crate::deferral::at_return(slot) {
-        crate::preempt::at_return();
+    if HELD_AT_RETURN.get().is_none_or(|held| held(slot)) {
+        if let Some(stop) = STOP_AT_RETURN.get() {
+            stop();
+        }
     }
+}
+
+/// libas-safe's hold mode at a trap (`hold::at_return`): runs the
+/// signals held for the call that returned; false if the trap was its own,
+/// off the function's stack, where no stop is due. Registered as a thread
+/// first enters the mode.
+static HELD_AT_RETURN: Hook<fn(usize) -> bool> = Hook::new();
+/// The stop at a trap (`preempt::at_return`), registered as the handler is
+/// installed (before any trap is armed).
+static STOP_AT_RETURN: Hook<fn()> = Hook::new();
+
+/// Registers what a trap does for held signals.
+pub(crate) fn on_return_hold(f: fn(usize) -> bool) {
+    HELD_AT_RETURN.set(f);
+}
+
+/// Registers what a trap does to stop the function.
+pub(crate) fn on_return_stop(f: fn()) {
+    STOP_AT_RETURN.set(f);
 }
 
 extern "C" {

@@ -28,7 +28,7 @@
 
 use libc::{c_char, c_int};
 
-use super::signals::shadow_ignored;
+use crate::program_signals::shadow_ignored;
 use crate::signal::{preemption_signal, real_pthread_sigmask, real_sigaction};
 use super::child_env;
 use crate::sys::{errno, real, set_errno};

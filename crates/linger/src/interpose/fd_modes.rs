@@ -93,7 +93,7 @@ fn make(fd: c_int) -> Option<&'static Entry> {
         return Some(e);
     }
     let i = usize::try_from(fd).ok().filter(|&fd| fd < CHUNK * CHUNKS)? / CHUNK;
-    if super::signals::in_program_handler() {
+    if crate::program_signals::in_program_handler() {
         return None;
     }
     crate::critical(|| make_chunk(i));

@@ -52,7 +52,7 @@ pub(crate) fn hook() -> Option<Hook> {
 #[inline]
 pub(crate) fn offload_hook() -> Option<Hook> {
     let h = hook()?;
-    (!crate::in_critical() && !super::signals::in_program_handler()).then_some(h)
+    (!crate::in_critical() && !crate::program_signals::in_program_handler()).then_some(h)
 }
 
 /// None outside any function (the wrappers' fast path: one thread-local
@@ -77,7 +77,7 @@ pub(crate) fn inside() -> Option<Option<Hook>> {
 /// (see `preempt::can_pause_here`).
 #[inline(never)]
 fn may_park() -> bool {
-    !super::signals::in_program_handler() && crate::preempt::can_pause_here()
+    !crate::program_signals::in_program_handler() && crate::preempt::can_pause_here()
 }
 
 /// Hands one wait to the hook if the function may park here. False means
