@@ -9,7 +9,7 @@ fn main() {
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("linger.h");
     println!("cargo:rerun-if-changed=src/ffi.rs");
-    println!("cargo:rerun-if-changed=src/stats.rs");
+    println!("cargo:rerun-if-changed=src/state/stats.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=LINGER_UPDATE_HEADER");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
@@ -17,7 +17,7 @@ fn main() {
         // Only the C API's own files: the interposed libc functions elsewhere
         // in the crate are exported too, but are not part of our header.
         .with_src(crate_dir.join("src/ffi.rs"))
-        .with_src(crate_dir.join("src/stats.rs"))
+        .with_src(crate_dir.join("src/state/stats.rs"))
         .with_config(config)
         .generate()
         .expect("generating the C header");

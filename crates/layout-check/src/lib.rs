@@ -89,6 +89,48 @@ pub fn crate_graph(src: &Path) -> Graph {
     Graph { files: paths, edges, why }
 }
 
+/// A crate's layers as `layers.txt` lists them: its folders, bottom to top.
+/// Files outside them (the crate root and the files beside it: its API)
+/// are above every layer.
+pub fn layers_of(listing: &str, krate: &str) -> Option<Vec<String>> {
+    listing
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(krate).and_then(|r| r.strip_prefix(':')))
+        .map(|r| r.split_whitespace().map(str::to_string).collect())
+}
+
+/// The layer of a file of `g` (its index in `layers`), `layers.len()` for
+/// the files outside every layer folder, None for a folder not listed.
+fn layer_of(file: &str, layers: &[String]) -> Option<usize> {
+    match file.split_once('/') {
+        None => Some(layers.len()),
+        Some((dir, _)) => layers.iter().position(|l| l == dir),
+    }
+}
+
+/// Imports from a lower layer into a higher one: (importer, imported, the
+/// paths written), each a breach of the layering.
+pub fn upward_imports(g: &Graph, layers: &[String]) -> Vec<(String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for &(a, b) in &g.edges {
+        let (Some(la), Some(lb)) = (layer_of(&g.files[a], layers), layer_of(&g.files[b], layers)) else { continue };
+        if la < lb {
+            let why = g.why.get(&(a, b)).map(|w| w.iter().cloned().collect()).unwrap_or_default();
+            out.push((g.files[a].clone(), g.files[b].clone(), why));
+        }
+    }
+    out
+}
+
+/// Folders of a layered crate that are not among its layers (a new folder
+/// must take its place in the order).
+pub fn unlisted_folders(g: &Graph, layers: &[String]) -> Vec<String> {
+    let dirs: BTreeSet<String> =
+        g.files.iter().filter_map(|f| f.split_once('/')).map(|(d, _)| d.to_string()).collect();
+    dirs.into_iter().filter(|d| !layers.contains(d)).collect()
+}
+
 /// The import circles of `g`: each a sorted list of its files (strongly
 /// connected components of more than one file), sorted.
 pub fn circles(g: &Graph) -> Vec<Vec<String>> {

@@ -50,3 +50,24 @@ fn no_crate_depends_on_a_crate_that_builds_a_c_library() {
          link two copies of its dependencies; build C libraries in crates of their own (crates/linger-c): {bad:?}"
     );
 }
+
+#[test]
+fn layered_crates_import_only_downward() {
+    let dir = crates_dir();
+    let listing = include_str!("../layers.txt");
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for name in ["linger"] {
+        let layers = layout_check::layers_of(listing, name).expect("listed in layers.txt");
+        let g = layout_check::crate_graph(&dir.join(name).join("src"));
+        for f in layout_check::unlisted_folders(&g, &layers) {
+            bad.push(format!("{name}: folder {f}/ is not among the layers in crates/layout-check/layers.txt"));
+        }
+        for (a, b, why) in layout_check::upward_imports(&g, &layers) {
+            bad.push(format!("{name}: {a} imports {b}, a higher layer: {}", why.join(", ")));
+        }
+        checked += g.files.len();
+    }
+    assert!(checked > 50, "the layered crates' files were not found");
+    assert!(bad.is_empty(), "imports against the layering:\n{}", bad.join("\n"));
+}

@@ -11,8 +11,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::handles;
-use crate::guard::Scope;
+use crate::runtime::handles;
+use crate::state::guard::Scope;
 use crate::{Builder, Cancelled, Ending, Error, Linger, Stats};
 
 /// A preemptible function as seen from C.
@@ -161,7 +161,7 @@ fn guarded<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
 #[inline(always)]
 fn ended(l: linger_t) -> linger_t {
     if l.is_cancelled {
-        crate::exit::end_thread_if_due();
+        crate::machine::exit::end_thread_if_due();
     }
     l
 }
@@ -221,7 +221,7 @@ fn launch_with(func: Option<extern "C" fn(*mut c_void)>, timeout_us: u64, arg: *
         let arg = SendPtr(arg);
         // Called as "C-unwind": a `pthread_exit` inside unwinds the C
         // function's frames and this one on its way to the function's base
-        // (`crate::exit`); as "C" the call would abort the process there.
+        // (`crate::machine::exit`); as "C" the call would abort the process there.
         // SAFETY: same calling convention; only the unwinding contract
         // differs, and C code raises no Rust panics.
         let func = unsafe { std::mem::transmute::<extern "C" fn(*mut c_void), unsafe extern "C-unwind" fn(*mut c_void)>(func) };
@@ -364,7 +364,7 @@ pub unsafe extern "C-unwind" fn linger_resume(l: *mut linger_t, timeout_us: u64)
         }
     });
     if l.is_cancelled {
-        crate::exit::end_thread_if_due();
+        crate::machine::exit::end_thread_if_due();
     }
     r
 }
@@ -418,7 +418,7 @@ pub unsafe extern "C" fn linger_cancel(l: *mut linger_t) -> i32 {
 #[no_mangle]
 pub extern "C" fn linger_pause() {
     // Stopped inside an `extern "C"` frame: cancellation must not unwind it.
-    crate::preempt::pause(false);
+    crate::handlers::preempt::pause(false);
 }
 
 /// True if the function paused itself with `linger_pause` (false for NULL).
@@ -454,11 +454,11 @@ pub extern "C" fn linger_critical_begin() {
 /// `EINVAL` if no scope is open.
 #[no_mangle]
 pub extern "C" fn linger_critical_end() -> i32 {
-    if crate::preempt::critical_depth() == 0 {
+    if crate::handlers::preempt::critical_depth() == 0 {
         set_errno(libc::EINVAL);
         return -1;
     }
-    crate::guard::exit(false);
+    crate::state::guard::exit(false);
     0
 }
 

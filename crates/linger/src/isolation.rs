@@ -6,7 +6,7 @@
 //! for a launch is new code, so the table is rebuilt before the function
 //! first runs, or its first deadlines inside the copies would be deferred.
 
-use crate::config::Config;
+use crate::base::config::Config;
 use crate::Error;
 
 /// Isolates `sel` for the rest of the process: functions launched with
@@ -15,10 +15,10 @@ use crate::Error;
 /// `LINGER_ISOLATE` (or every library that can be copied) by itself.
 /// Once per process; the same selection again returns the first report.
 pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
-    let _scope = crate::guard::Scope::enter();
+    let _scope = crate::state::guard::Scope::enter();
     install_fault_handler()?;
     let r = gotcha::isolate(sel)?;
-    crate::ranges::note_new_code();
+    crate::judgement::ranges::note_new_code();
     Ok(r)
 }
 
@@ -27,10 +27,10 @@ pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
 /// it). Returns how many exist. Isolates `LINGER_ISOLATE` (or `all`) first
 /// if nothing was isolated yet.
 pub fn prepare_libsets(n: usize) -> Result<usize, Error> {
-    let _scope = crate::guard::Scope::enter();
+    let _scope = crate::state::guard::Scope::enter();
     ensure_isolating()?;
     let made = gotcha::Lease::prepare(n)?;
-    crate::ranges::note_new_code();
+    crate::judgement::ranges::note_new_code();
     Ok(made)
 }
 
@@ -38,7 +38,7 @@ pub fn prepare_libsets(n: usize) -> Result<usize, Error> {
 /// linger's SIGSEGV handler (`gotcha::trap_redirect`): it must be in
 /// place before isolation starts, even if no function was launched yet.
 fn install_fault_handler() -> Result<(), Error> {
-    crate::overflow::ensure_installed(crate::config::current()?.signal)
+    crate::handlers::overflow::ensure_installed(crate::base::config::current()?.signal)
 }
 
 fn ensure_isolating() -> Result<(), Error> {
@@ -63,9 +63,9 @@ pub(crate) fn lease(policy: gotcha::Exhausted, cfg: &Config) -> Result<Option<go
     // libraries must reach the libset too.
     gotcha::refresh()?;
     let lease = gotcha::Lease::acquire(policy)?;
-    if crate::ranges::built_for_gotcha() != gotcha::generation() {
-        crate::ranges::note_new_code();
-        crate::ranges::ensure(cfg);
+    if crate::judgement::ranges::built_for_gotcha() != gotcha::generation() {
+        crate::judgement::ranges::note_new_code();
+        crate::judgement::ranges::ensure(cfg);
     }
     Ok(lease)
 }

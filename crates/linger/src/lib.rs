@@ -34,60 +34,42 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("linger runs on x86-64 Linux only: its context switch, signal-frame layout, trap stubs and code tables are x86-64 code");
 
-mod clock;
-mod config;
-pub mod deferral;
-mod eh_frame;
-mod error;
-mod exit;
-mod fork;
-mod futex;
-pub mod ffi;
-#[doc(hidden)]
-pub mod glibc;
-mod flow;
-mod guard;
-mod handles;
-mod hold;
-mod hook;
-mod monitor;
-mod inlined;
-mod isolation;
-mod interpose;
-mod overflow;
-pub mod park;
-mod preempt;
-mod program_signals;
-mod ranges;
-mod return_trap;
-mod runtime;
-mod scope;
-mod sigmask;
-mod signal;
-pub mod stack;
+// The layers, bottom to top; each imports only from those below it
+// (`crates/layout-check` holds it so, `docs/layers.md` draws it). The API is
+// this file, `ffi.rs`, `scope.rs` and `isolation.rs`.
+mod base;
 mod state;
-mod stats;
-mod switch;
-mod sys;
-mod thread;
-mod timer;
-mod unwind;
+mod machine;
+mod judgement;
+mod handlers;
+mod interpose;
+mod runtime;
+
+pub mod ffi;
+mod isolation;
+mod scope;
+
+pub use interpose::park;
+pub use runtime::deferral;
+pub use machine::stack;
+#[doc(hidden)]
+pub use base::glibc;
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
-pub use error::Error;
+pub use base::config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use base::error::Error;
 pub use gotcha::{Exhausted, Selection};
 pub use isolation::{isolate, prepare_libsets};
 pub use scope::{scope, Scope, ScopedLinger};
-pub use stats::{Preemption, Stats};
-pub use thread::{last_preemption, reset_stats, stats};
+pub use state::stats::{Preemption, Stats};
+pub use state::thread::{last_preemption, reset_stats, stats};
 
-use guard::Scope as NoPreempt;
-use runtime::{Inner, Status};
-use thread::Suspend;
+use state::guard::Scope as NoPreempt;
+use runtime::launch::{Inner, Status};
+use state::thread::Suspend;
 
 /// Result of running a preemptible function for a while.
 pub enum Linger<T> {
@@ -213,7 +195,7 @@ pub struct Builder {
     isolated: bool,
     no_libset: Exhausted,
     reuse_stack: bool,
-    park: Option<park::Hook>,
+    park: Option<interpose::park::Hook>,
 }
 
 impl Builder {
@@ -387,8 +369,8 @@ impl Builder {
     /// scheduler, instead of blocking the thread. See [`park`] for the
     /// contract and `docs/safety.md` ("The park seam") for what parks. A
     /// function launched without a hook (the default) behaves as before.
-    pub fn park_with(mut self, hook: std::sync::Arc<dyn park::Park>) -> Builder {
-        self.park = Some(park::Hook(hook));
+    pub fn park_with(mut self, hook: std::sync::Arc<dyn interpose::park::Park>) -> Builder {
+        self.park = Some(interpose::park::Hook(hook));
         self
     }
 
@@ -426,16 +408,16 @@ impl Builder {
         T: Send + 'a,
     {
         refuse_in_signal_handler()?;
-        let cfg = runtime::init()?;
+        let cfg = runtime::launch::init()?;
         let size = match self.stack_size {
-            Some(s) => config::checked_stack_size(s)?,
+            Some(s) => base::config::checked_stack_size(s)?,
             None => cfg.stack_size,
         };
         if self.hold_signals && self.migratable {
             return Err(Error::Config("a function that holds signals cannot be migratable".into()));
         }
         let lease = if self.isolated { isolation::lease(self.no_libset, cfg)? } else { None };
-        let opts = runtime::LaunchOptions {
+        let opts = runtime::launch::LaunchOptions {
             migratable: self.migratable,
             hold_signals: self.hold_signals,
             preempt_blocked: self.preempt_blocked.unwrap_or(true),
@@ -501,7 +483,7 @@ pub(crate) fn resume_ending<T>(l: &mut Linger<T>, timeout: Duration, ending: End
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(_) => {
             refuse_in_signal_handler()?;
-            runtime::init_thread()?;
+            runtime::launch::init_thread()?;
             drive(l, timeout, ending)?;
             Ok(l)
         }
@@ -513,7 +495,7 @@ pub(crate) fn resume_ending<T>(l: &mut Linger<T>, timeout: Duration, ending: End
 /// itself (or its first initialisation) on this thread.
 #[inline]
 pub(crate) fn refuse_in_signal_handler() -> Result<(), Error> {
-    if program_signals::in_program_handler() {
+    if handlers::program_signals::in_program_handler() {
         return Err(Error::NotHere("inside a signal handler"));
     }
     Ok(())
@@ -555,9 +537,9 @@ fn settle<T>(l: &mut Linger<T>, status: Result<Option<Status<T>>, Error>, ending
             // without the function between (see `exit.rs`).
             *l = Linger::Poison;
             match ending {
-                Ending::Here => exit::end_thread_if_due(),
+                Ending::Here => machine::exit::end_thread_if_due(),
                 Ending::ByCaller => {}
-                Ending::Contained => return Ok(thread::ts().exit_pending.take().map(Ended::Exited)),
+                Ending::Contained => return Ok(state::thread::ts().exit_pending.take().map(Ended::Exited)),
             }
             Ok(None)
         }
@@ -614,7 +596,7 @@ pub fn resume_contained<T>(l: &mut Linger<T>, timeout: Duration) -> Result<Optio
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(_) => {
             refuse_in_signal_handler()?;
-            runtime::init_thread()?;
+            runtime::launch::init_thread()?;
             drive(l, timeout, Ending::Contained)
         }
     }
@@ -638,7 +620,7 @@ pub fn resume_contained_cooperative<T>(l: &mut Linger<T>, every: Duration, flag:
         Linger::Poison => Err(Error::Poisoned),
         Linger::Continuation(c) => {
             refuse_in_signal_handler()?;
-            runtime::init_thread()?;
+            runtime::launch::init_thread()?;
             let status = c.inner.resume_cooperative(every, flag);
             settle(l, status, Ending::Contained)
         }
@@ -650,7 +632,7 @@ pub fn resume_contained_cooperative<T>(l: &mut Linger<T>, every: Duration, flag:
 /// must not be preempted (which reads the executable's symbol table: a few
 /// milliseconds, once per process). Optional; every launch does it if needed.
 pub fn init() -> Result<(), Error> {
-    runtime::init().map(|_| ())
+    runtime::launch::init().map(|_| ())
 }
 
 /// With [`Timekeeping::Monitor`]: how many times the process's monitor
@@ -658,7 +640,7 @@ pub fn init() -> Result<(), Error> {
 /// with per-thread timers). For benchmarks and tests.
 #[doc(hidden)]
 pub fn monitor_counters() -> (u64, u64) {
-    monitor::counters()
+    machine::monitor::counters()
 }
 
 /// Names code of the program that must not be preempted, for libraries
@@ -674,7 +656,7 @@ pub fn monitor_counters() -> (u64, u64) {
 /// they take effect at the next launch or resume, which reads the symbol
 /// table again (milliseconds, once per change). See `docs/safety.md`.
 pub fn defer_paths(rules: &[(&str, bool)]) {
-    ranges::add_path_rules(rules);
+    judgement::ranges::add_path_rules(rules);
 }
 
 /// For linger-run's `--children`: from now on every image the program starts
@@ -694,19 +676,19 @@ pub fn set_child_env(preload: &str, vars: &[(String, String)]) {
 /// frame (see `preempt::pause`).
 #[inline]
 pub fn pause() {
-    preempt::pause(true);
+    handlers::preempt::pause(true);
 }
 
 /// Is the calling code running inside a preemptible function?
 pub fn is_preemptible() -> bool {
-    !thread::ts().current.get().is_null()
+    !state::thread::ts().current.get().is_null()
 }
 
 /// Is the calling code running in a function resumed cooperatively
 /// ([`resume_contained_cooperative`]), itself and not a preemptible function
 /// it launched? Such code is never stopped by a deadline.
 pub fn is_cooperative() -> bool {
-    let f = thread::ts().current.get();
+    let f = state::thread::ts().current.get();
     // SAFETY: `current` is null or this thread's innermost running function.
     !f.is_null() && !unsafe { (*f).yield_flag.get() }.is_null()
 }
@@ -716,7 +698,7 @@ pub fn is_cooperative() -> bool {
 /// scope is a `critical` one).
 #[inline]
 pub fn in_critical() -> bool {
-    thread::ts().defer.get() > 0
+    state::thread::ts().defer.get() > 0
 }
 
 /// A scope in which the calling preemptible function is not preempted. A
@@ -738,7 +720,7 @@ impl Critical {
 impl Drop for Critical {
     #[inline]
     fn drop(&mut self) {
-        guard::exit(true);
+        state::guard::exit(true);
     }
 }
 

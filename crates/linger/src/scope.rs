@@ -163,7 +163,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if b.migratable {
             return Err(Error::Config("a scoped function cannot be migratable".into()));
         }
-        if crate::runtime::inside_migratable() {
+        if crate::runtime::launch::inside_migratable() {
             // The enclosing function may move to another thread, where this
             // scope could not finish what it launched here.
             return Err(Error::Config("a scope cannot launch inside a migratable function".into()));
@@ -196,7 +196,7 @@ impl<T> Slot<T> {
             Linger::Poison => return Err(Error::Poisoned),
             Linger::Continuation(_) => {}
         }
-        crate::runtime::init_thread()?;
+        crate::runtime::launch::init_thread()?;
         match drive(&mut st, timeout, crate::Ending::Here) {
             Err(Error::StackOverflow { stack_size }) => overflow_abort(stack_size),
             r => r.map(|_| ()),

@@ -6,9 +6,9 @@
 
 use libc::c_int;
 
-use crate::switch::stack_pointer;
-use crate::sys::{errno, set_errno};
-use crate::thread::ts;
+use crate::machine::switch::stack_pointer;
+use crate::base::sys::{errno, set_errno};
+use crate::state::thread::ts;
 
 /// Is the caller inside a preemptible function? (The wrappers' fast path.)
 #[inline(always)]
@@ -54,7 +54,7 @@ pub(crate) struct Mark {
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Counts {
     /// The running function (its counts), or null and the thread's id.
-    frame: *mut crate::thread::Frame,
+    frame: *mut crate::state::thread::Frame,
     thread: u64,
     ours: u64,
     theirs: u64,
@@ -65,8 +65,8 @@ impl Counts {
     fn now() -> Counts {
         let t = ts();
         let frame = t.current.get();
-        let thread = if frame.is_null() { crate::thread::thread_key() } else { 0 };
-        let c = crate::thread::signal_counts(t);
+        let thread = if frame.is_null() { crate::state::thread::thread_key() } else { 0 };
+        let c = crate::state::thread::signal_counts(t);
         Counts { frame, thread, ours: c.ours.get(), theirs: c.theirs.get(), interrupting: c.interrupting.get() }
     }
 }
@@ -131,7 +131,7 @@ impl Drop for Mark {
     fn drop(&mut self) {
         if !self.at.frame.is_null() {
             let e = errno();
-            crate::preempt::blocked_call_returns();
+            crate::handlers::preempt::blocked_call_returns();
             set_errno(e);
         }
     }

@@ -13,7 +13,7 @@
 use libc::{c_int, id_t, idtype_t, pid_t, rusage, siginfo_t};
 
 use super::call::{in_function, retry_restartable};
-use crate::sys::{or_enosys, real};
+use crate::base::sys::{or_enosys, real};
 
 type WaitFn = unsafe extern "C" fn(*mut c_int) -> pid_t;
 type WaitpidFn = unsafe extern "C" fn(pid_t, *mut c_int, c_int) -> pid_t;

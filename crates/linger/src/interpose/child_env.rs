@@ -126,7 +126,7 @@ pub(crate) fn with<R>(envp: *const *const c_char, f: impl FnOnce(*const *const c
 
 /// The process's environment array.
 pub(crate) fn current() -> *const *const c_char {
-    crate::glibc::environ_ptr()
+    crate::base::glibc::environ_ptr()
 }
 
 /// Calls `f` (libc's `system` or `popen`, which start their child with
@@ -142,13 +142,13 @@ pub(crate) fn with_environ<R>(f: impl FnOnce() -> R) -> R {
     with(old, |merged| {
         // SAFETY: `merged` outlives the call (it lives in the caller's
         // frame), and the old array is restored before it goes away.
-        unsafe { crate::glibc::set_environ(merged) };
+        unsafe { crate::base::glibc::set_environ(merged) };
         let r = f();
         // If the program replaced `environ` meanwhile (a `setenv` in
         // another thread), its array stays.
         if current() == merged {
             // SAFETY: the array the environment was before the call.
-            unsafe { crate::glibc::set_environ(old) };
+            unsafe { crate::base::glibc::set_environ(old) };
         }
         r
     })
@@ -166,16 +166,16 @@ type SystemFn = unsafe extern "C" fn(*const c_char) -> libc::c_int;
 type PopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
 
 fn real_posix_spawn() -> Option<PosixSpawnFn> {
-    crate::sys::real!("posix_spawn", PosixSpawnFn)
+    crate::base::sys::real!("posix_spawn", PosixSpawnFn)
 }
 fn real_posix_spawnp() -> Option<PosixSpawnFn> {
-    crate::sys::real!("posix_spawnp", PosixSpawnFn)
+    crate::base::sys::real!("posix_spawnp", PosixSpawnFn)
 }
 fn real_system() -> Option<SystemFn> {
-    crate::sys::real!("system", SystemFn)
+    crate::base::sys::real!("system", SystemFn)
 }
 fn real_popen() -> Option<PopenFn> {
-    crate::sys::real!("popen", PopenFn)
+    crate::base::sys::real!("popen", PopenFn)
 }
 
 pub(crate) fn prepare() {
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn posix_spawnp(
 #[no_mangle]
 pub unsafe extern "C" fn system(command: *const c_char) -> libc::c_int {
     let Some(real) = real_system() else {
-        crate::sys::set_errno(libc::ENOSYS);
+        crate::base::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     super::fd_modes::new_process();
@@ -251,7 +251,7 @@ pub unsafe extern "C" fn system(command: *const c_char) -> libc::c_int {
 #[no_mangle]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     let Some(real) = real_popen() else {
-        crate::sys::set_errno(libc::ENOSYS);
+        crate::base::sys::set_errno(libc::ENOSYS);
         return std::ptr::null_mut();
     };
     super::fd_modes::new_process();

@@ -22,9 +22,9 @@
 
 use libc::{c_int, sigset_t, ucontext_t};
 
-use crate::sys::real;
-use crate::signal::preemption_signal;
-use crate::thread::ts;
+use crate::base::sys::real;
+use crate::machine::signal::preemption_signal;
+use crate::state::thread::ts;
 
 /// glibc's `struct __jmp_buf_tag` (x86-64): the saved registers, whether
 /// `sigsetjmp` saved the mask, and the mask.
@@ -129,7 +129,7 @@ jumps! {
 #[no_mangle]
 pub unsafe extern "C" fn setcontext(ucp: *const ucontext_t) -> c_int {
     let Some(real) = real_setcontext() else {
-        crate::sys::set_errno(libc::ENOSYS);
+        crate::base::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     if !ucp.is_null() {
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn setcontext(ucp: *const ucontext_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn swapcontext(oucp: *mut ucontext_t, ucp: *const ucontext_t) -> c_int {
     let Some(real) = real_swapcontext() else {
-        crate::sys::set_errno(libc::ENOSYS);
+        crate::base::sys::set_errno(libc::ENOSYS);
         return -1;
     };
     if !ucp.is_null() {

@@ -28,11 +28,11 @@
 
 use libc::{c_char, c_int};
 
-use crate::program_signals::shadow_ignored;
-use crate::signal::{preemption_signal, real_pthread_sigmask, real_sigaction};
+use crate::handlers::program_signals::shadow_ignored;
+use crate::machine::signal::{preemption_signal, real_pthread_sigmask, real_sigaction};
 use super::child_env;
-use crate::sys::{errno, real, set_errno};
-use crate::thread::ts;
+use crate::base::sys::{errno, real, set_errno};
+use crate::state::thread::ts;
 
 type ExecveFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
@@ -70,7 +70,7 @@ struct Prepared {
 /// Leaves no preemption signal pending, armed or handled. `None` if the
 /// runtime never started in this process (nothing to do).
 fn before_exec() -> Option<Prepared> {
-    let signo = crate::signal::number();
+    let signo = crate::machine::signal::number();
     if signo == 0 || preemption_signal() != signo {
         return None;
     }
@@ -82,18 +82,18 @@ fn before_exec() -> Option<Prepared> {
         libc::sigemptyset(&mut block);
         libc::sigaddset(&mut block, signo);
         sigmask(libc::SIG_BLOCK, &block, &mut old);
-        crate::timer::disarm(ts());
-        if crate::signal::in_owner_process() {
+        crate::machine::timer::disarm(ts());
+        if crate::machine::signal::in_owner_process() {
             // The monitor sends this thread nothing more (a `vfork` child
             // must leave the parent's slot alone: the monitor's signals go
             // to the parent's thread anyway).
-            crate::monitor::shut(ts());
+            crate::machine::monitor::shut(ts());
         }
         let mut sa: libc::sigaction = std::mem::zeroed();
         libc::sigemptyset(&mut sa.sa_mask);
         sa.sa_sigaction = libc::SIG_IGN; // discards what is pending
         sigaction(signo, &sa, std::ptr::null_mut());
-        if !shadow_ignored() && crate::timer::live_timers() <= 1 {
+        if !shadow_ignored() && crate::machine::timer::live_timers() <= 1 {
             sa.sa_sigaction = libc::SIG_DFL;
             sigaction(signo, &sa, std::ptr::null_mut());
         }
@@ -107,15 +107,15 @@ fn before_exec() -> Option<Prepared> {
 fn after_failed_exec(p: Option<Prepared>) {
     let Some(p) = p else { return };
     let e = errno();
-    let _ = crate::preempt::set_handler(p.signo);
+    let _ = crate::handlers::preempt::set_handler(p.signo);
     let t = ts();
-    if crate::signal::in_owner_process() {
-        crate::monitor::reopen(t);
+    if crate::machine::signal::in_owner_process() {
+        crate::machine::monitor::reopen(t);
     }
     let frame = t.current.get();
     if !frame.is_null() {
         // SAFETY: `current` is the live running function.
-        crate::preempt::rearm_for(t, unsafe { (*frame).deadline.get() });
+        crate::handlers::preempt::rearm_for(t, unsafe { (*frame).deadline.get() });
     }
     set_errno(e);
 }
@@ -130,7 +130,7 @@ macro_rules! guarded {
         // deadline armed when it resumes) would meet the default action. A
         // `vfork` child is never stopped (our timer signals go to the
         // parent), and must not leave the parent's scope count raised.
-        let _scope = crate::signal::in_owner_process().then(crate::guard::Scope::enter_from_c);
+        let _scope = crate::machine::signal::in_owner_process().then(crate::state::guard::Scope::enter_from_c);
         let p = before_exec();
         // SAFETY: forwarded verbatim; it only returns on failure.
         let r = unsafe { real($($arg),*) };

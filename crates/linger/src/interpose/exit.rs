@@ -1,5 +1,5 @@
 //! `pthread_exit`: inside a preemptible function, the function's base must
-//! know the value the thread ends with (see `crate::exit`).
+//! know the value the thread ends with (see `crate::machine::exit`).
 
 use std::ffi::c_void;
 
@@ -8,5 +8,5 @@ use std::ffi::c_void;
 #[no_mangle]
 pub unsafe extern "C-unwind" fn pthread_exit(value: *mut c_void) -> ! {
     // SAFETY: forwarded with the same contract.
-    unsafe { crate::exit::pthread_exit(value) }
+    unsafe { crate::machine::exit::pthread_exit(value) }
 }

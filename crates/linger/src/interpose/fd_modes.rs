@@ -93,7 +93,7 @@ fn make(fd: c_int) -> Option<&'static Entry> {
         return Some(e);
     }
     let i = usize::try_from(fd).ok().filter(|&fd| fd < CHUNK * CHUNKS)? / CHUNK;
-    if crate::program_signals::in_program_handler() {
+    if crate::handlers::program_signals::in_program_handler() {
         return None;
     }
     crate::critical(|| make_chunk(i));
@@ -131,9 +131,9 @@ pub(crate) fn made(fd: c_int, nonblock: bool) {
 /// when they are known: an accepted socket inherits its listener's.
 fn made_with(fd: c_int, nonblock: bool, timeouts: Option<(u64, u64)>) {
     // Making a chunk allocates, which may set errno: the program's stays.
-    let errno = crate::sys::errno();
+    let errno = crate::base::sys::errno();
     let entry = make(fd);
-    crate::sys::set_errno(errno);
+    crate::base::sys::set_errno(errno);
     let Some(e) = entry else { return };
     let (rcv, snd) = timeouts.unwrap_or((0, 0));
     e.rcv.store(rcv, Ordering::Relaxed);
@@ -255,7 +255,7 @@ fn enabled() -> bool {
         1 => true,
         2 => false,
         _ => {
-            let on = crate::glibc::env_bytes(b"LINGER_FD_MODES").is_none_or(|v| v.trim_ascii() != b"0");
+            let on = crate::base::glibc::env_bytes(b"LINGER_FD_MODES").is_none_or(|v| v.trim_ascii() != b"0");
             STATE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
             on
         }

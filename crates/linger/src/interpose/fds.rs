@@ -22,7 +22,7 @@
 use libc::{c_int, c_uint};
 
 use super::fd_modes;
-use crate::sys::{errno, or_enosys, real, set_errno};
+use crate::base::sys::{errno, or_enosys, real, set_errno};
 
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 type Dup2Fn = unsafe extern "C" fn(c_int, c_int) -> c_int;
@@ -100,7 +100,7 @@ fn closed(first: c_int, last: c_int) {
     }
     fd_modes::forget(first, last);
     let e = errno();
-    crate::park::closed(first, last);
+    crate::interpose::park::closed(first, last);
     set_errno(e);
 }
 

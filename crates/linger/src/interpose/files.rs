@@ -44,7 +44,7 @@ use libc::{c_char, c_int, c_void, iovec, mode_t, off_t, size_t, ssize_t};
 
 use super::parking::{self, Hook};
 use super::call::retry;
-use crate::sys::{errno, or_enosys, real, set_errno};
+use crate::base::sys::{errno, or_enosys, real, set_errno};
 
 type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t;
 type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t;

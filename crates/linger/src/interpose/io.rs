@@ -17,8 +17,8 @@ use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t};
 use super::files::{self, At};
 use super::parking::{self, socket_timeout, streams, Hook, Next, Transfer, Waiter};
 use super::call::{Mark, blocking, in_function, retry};
-use crate::sys::{Deadline, errno, or_enosys, real, set_errno, valid_timeout};
-use crate::park::Interest;
+use crate::base::sys::{Deadline, errno, or_enosys, real, set_errno, valid_timeout};
+use crate::interpose::park::Interest;
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
@@ -114,7 +114,7 @@ pub(crate) fn prepare() {
 /// was before the park seam gave some of them a second call site.
 #[inline(always)]
 fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut() -> R) -> R {
-    let start = crate::sys::now(libc::CLOCK_MONOTONIC);
+    let start = crate::base::sys::now(libc::CLOCK_MONOTONIC);
     let m = Mark::now();
     let mut deadline: Option<Option<Deadline>> = None;
     loop {
@@ -123,7 +123,7 @@ fn retry_fd<R: PartialEq + From<i8>>(fd: c_int, input: bool, mut f: impl FnMut()
             return r;
         }
         let d = *deadline.get_or_insert_with(|| {
-            socket_timeout(fd, input).map(|t| Deadline::at(crate::sys::add(start, &t)))
+            socket_timeout(fd, input).map(|t| Deadline::at(crate::base::sys::add(start, &t)))
         });
         // Without a socket timeout the kernel restarts these calls after a
         // handler with SA_RESTART: only the program's other handlers count.
@@ -620,7 +620,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
             return r;
         }
     }
-    let start = crate::sys::now(libc::CLOCK_MONOTONIC);
+    let start = crate::base::sys::now(libc::CLOCK_MONOTONIC);
     let deadline = std::cell::OnceCell::new();
     let mut retried = false;
     let m = Mark::now();
@@ -632,7 +632,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, alen: socklen
         }
         let e = errno();
         let d: Option<&Option<Deadline>> = (e == libc::EINTR)
-            .then(|| deadline.get_or_init(|| socket_timeout(fd, false).map(|t| Deadline::at(crate::sys::add(start, &t)))));
+            .then(|| deadline.get_or_init(|| socket_timeout(fd, false).map(|t| Deadline::at(crate::base::sys::add(start, &t)))));
         // As in `retry_fd`: restarted after SA_RESTART handlers unless the
         // socket has a timeout.
         set_errno(e); // the socket query may have changed it

@@ -1,7 +1,7 @@
 //! `dlclose`: code must leave the table before it is unmapped.
 //!
 //! The preemption handler reads the code bytes and the unwind tables of
-//! every object the code table describes (`crate::ranges`). Unloading one
+//! every object the code table describes (`crate::judgement::ranges`). Unloading one
 //! would leave the handler reading unmapped memory, or another object's
 //! tables once something else is mapped at the same address. So the table
 //! is retired before the real `dlclose` (handlers still reading it are
@@ -12,7 +12,7 @@ use std::ffi::c_void;
 
 use libc::c_int;
 
-use crate::sys::real;
+use crate::base::sys::real;
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
@@ -34,7 +34,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     // Not stopped while it holds the build lock or has the table retired
     // (every other function would stay deferred meanwhile); a deadline that
     // passes is taken when it returns.
-    let _scope = crate::guard::Scope::enter_from_c();
+    let _scope = crate::state::guard::Scope::enter_from_c();
     // SAFETY: forwarded verbatim.
-    crate::ranges::unloading(|| unsafe { real(handle) })
+    crate::judgement::ranges::unloading(|| unsafe { real(handle) })
 }

@@ -36,7 +36,7 @@
 //!   table of what parked calls must honour (`O_NONBLOCK`, socket
 //!   timeouts) without asking the kernel at each park;
 //! - [`exit`]: `pthread_exit` inside a function tells the function's base
-//!   its value (`crate::exit`).
+//!   its value (`crate::machine::exit`).
 //!
 //! Every blocking wrapper marks its call with [`call::blocking`], so the handler may
 //! stop the function at the system call instruction itself, where the libc
@@ -54,6 +54,7 @@ pub(crate) mod fds;
 pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod loader;
+pub mod park;
 pub(crate) mod parking;
 pub(crate) mod paths;
 pub(crate) mod signals;
@@ -77,5 +78,5 @@ pub(crate) fn prepare() {
     exec::prepare();
     loader::prepare();
     context::prepare();
-    crate::exit::prepare();
+    crate::machine::exit::prepare();
 }

@@ -19,10 +19,10 @@ use std::time::Duration;
 use libc::{c_int, iovec, ssize_t};
 
 use super::call::Mark;
-use crate::sys::{Deadline, errno, set_errno};
-use crate::park::{Interest, Park};
-use crate::stats::bump;
-use crate::thread::ts;
+use crate::base::sys::{Deadline, errno, set_errno};
+use crate::interpose::park::{Interest, Park};
+use crate::state::stats::bump;
+use crate::state::thread::ts;
 
 /// The running function's hook, valid for the wrapper's call: the frame
 /// holds it until the function's stack is given back, which happens only
@@ -52,7 +52,7 @@ pub(crate) fn hook() -> Option<Hook> {
 #[inline]
 pub(crate) fn offload_hook() -> Option<Hook> {
     let h = hook()?;
-    (!crate::in_critical() && !crate::program_signals::in_program_handler()).then_some(h)
+    (!crate::in_critical() && !crate::handlers::program_signals::in_program_handler()).then_some(h)
 }
 
 /// None outside any function (the wrappers' fast path: one thread-local
@@ -77,7 +77,7 @@ pub(crate) fn inside() -> Option<Option<Hook>> {
 /// (see `preempt::can_pause_here`).
 #[inline(never)]
 fn may_park() -> bool {
-    !crate::program_signals::in_program_handler() && crate::preempt::can_pause_here()
+    !crate::handlers::program_signals::in_program_handler() && crate::handlers::preempt::can_pause_here()
 }
 
 /// Hands one wait to the hook if the function may park here. False means
@@ -92,7 +92,7 @@ pub(crate) fn park(wait: impl FnOnce() -> bool) -> bool {
     // the switch the hook makes, even if it resumes on another thread.
     let Some(f) = (unsafe { frame.as_ref() }) else { return false };
     // Before the walk: the table it reads is this generation or newer.
-    f.judged_gen.set(crate::ranges::generation());
+    f.judged_gen.set(crate::judgement::ranges::generation());
     if f.parked.get() || !may_park() {
         bump(&ts().parks_blocked);
         return false;

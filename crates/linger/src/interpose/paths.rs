@@ -23,7 +23,7 @@ use libc::{c_char, c_int, mode_t, size_t, ssize_t};
 
 use super::files::{copy_path, on_pool, on_pool_c, pool_for_lookup};
 use super::parking;
-use crate::sys::{or_enosys, real, set_errno};
+use crate::base::sys::{or_enosys, real, set_errno};
 
 type FaccessatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_int) -> c_int;
 type ReadlinkatFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;

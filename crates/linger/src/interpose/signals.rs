@@ -25,14 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc::{c_int, c_void, sighandler_t, sigset_t};
 
-use crate::sys::{real, set_errno};
-use crate::program_signals::{
+use crate::base::sys::{real, set_errno};
+use crate::handlers::program_signals::{
     is_function, program_action, run_program_handler, shadow_get, shadow_set, FLAGS, HANDLERS, MASKS, NSIG,
     SHADOW_FLAGS, SHADOW_HANDLER, SHADOW_MASK, SHADOW_SIGNO,
 };
-use crate::thread::ts;
+use crate::state::thread::ts;
 
-use crate::signal::{preemption_signal, real_pthread_sigmask, real_sigaction, standing_aside, SigmaskFn};
+use crate::machine::signal::{preemption_signal, real_pthread_sigmask, real_sigaction, standing_aside, SigmaskFn};
 type SignalfdFn = unsafe extern "C" fn(c_int, *const sigset_t, c_int) -> c_int;
 type SigsetFn = unsafe extern "C" fn(c_int, sighandler_t) -> sighandler_t;
 type SigOneFn = unsafe extern "C" fn(c_int) -> c_int;
@@ -116,7 +116,7 @@ pub(crate) fn hand_over_shadow() {
 /// Runs the program's handler for `sig`.
 extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void) {
     if sig == libc::SIGSEGV
-        && (crate::preempt::handler_out_of_stack(info, uc) || crate::preempt::lost_timer_signal(info, uc))
+        && (crate::handlers::preempt::handler_out_of_stack(info, uc) || crate::handlers::preempt::lost_timer_signal(info, uc))
     {
         return; // the stack had no room for our timer's handler: not the program's
     }
@@ -127,14 +127,14 @@ extern "C" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, uc: *mut c_void
     let Some(a) = program_action(sig) else {
         // Changed under us; nothing to run.
         let restart = (sig as usize) < NSIG && FLAGS[sig as usize].load(Ordering::Relaxed) & libc::SA_RESTART != 0;
-        crate::thread::signal_counts(ts()).bump_theirs(restart);
+        crate::state::thread::signal_counts(ts()).bump_theirs(restart);
         return;
     };
     // With libas-safe, held while the thread is in library code, or run
-    // there (see `crate::deferral`).
+    // there (see `crate::runtime::deferral`).
     // SAFETY: the kernel passes a valid siginfo and ucontext to SA_SIGINFO
     // handlers.
-    if !unsafe { crate::hold::arrived(sig, &a, info, uc as *mut libc::ucontext_t) } {
+    if !unsafe { crate::handlers::hold::arrived(sig, &a, info, uc as *mut libc::ucontext_t) } {
         run_program_handler(sig, &a, info, uc);
     }
 }
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         if is_function(m.sa_sigaction) {
             HANDLERS[idx].store(m.sa_sigaction, Ordering::Relaxed);
             FLAGS[idx].store(m.sa_flags, Ordering::Relaxed);
-            MASKS[idx].store(crate::sigmask::word(&m.sa_mask), Ordering::Relaxed);
+            MASKS[idx].store(crate::machine::sigmask::word(&m.sa_mask), Ordering::Relaxed);
             if m.sa_flags & libc::SA_SIGINFO == 0 {
                 FORCED_SIGINFO.fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
             }
             m.sa_sigaction = trampoline as *const () as usize;
             m.sa_flags |= libc::SA_SIGINFO;
-            if let Some(mask) = crate::hold::trampoline_mask() {
+            if let Some(mask) = crate::handlers::hold::trampoline_mask() {
                 m.sa_mask = mask;
             }
         } else {
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
     }
     // SAFETY: non-null `old` was just filled in by libc.
     if let Some(o) = unsafe { old.as_mut() } {
-        if let Some((h, f)) = crate::overflow::replaced_disposition(o.sa_sigaction) {
+        if let Some((h, f)) = crate::handlers::overflow::replaced_disposition(o.sa_sigaction) {
             // linger's stack-overflow reporter: show what it replaced.
             o.sa_sigaction = h;
             o.sa_flags = f;
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
         } else if o.sa_sigaction == trampoline as *const () as usize {
             o.sa_sigaction = prev_h;
             o.sa_flags = (o.sa_flags & !libc::SA_SIGINFO) | (prev_f & libc::SA_SIGINFO);
-            o.sa_mask = crate::sigmask::as_sigset(prev_m);
+            o.sa_mask = crate::machine::sigmask::as_sigset(prev_m);
         } else if prev_forced {
             // Reset to SIG_DFL by the kernel (SA_RESETHAND), our flag left over.
             o.sa_flags &= !libc::SA_SIGINFO;
@@ -233,7 +233,7 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
 /// Gives the trampolines installed so far the `sa_mask` of libas-safe's
 /// mode (`hold::trampoline_mask`), when it is turned on.
 pub(crate) fn remask_trampolines() {
-    let (Some(real), Some(mask)) = (real_sigaction(), crate::hold::trampoline_mask()) else { return };
+    let (Some(real), Some(mask)) = (real_sigaction(), crate::handlers::hold::trampoline_mask()) else { return };
     for sig in 1..NSIG as c_int {
         // SAFETY: an all-zero sigaction is a valid value; valid pointers.
         unsafe {
@@ -415,7 +415,7 @@ fn mask_call(real: SigmaskFn, how: c_int, set: *const sigset_t, old: *mut sigset
     };
     if r == 0 {
         // A signal of the program's held may have just been unblocked.
-        crate::hold::mask_changed();
+        crate::handlers::hold::mask_changed();
         t.shadow_blocked.set(after);
         if before && !old.is_null() && signo > 0 {
             // SAFETY: `old` was just filled in by libc.

@@ -9,7 +9,7 @@ use libc::{c_int, c_uint, timespec};
 
 use super::parking::{self, Hook};
 use super::call::{Mark, blocking};
-use crate::sys::{add, now, real, remaining, set_errno};
+use crate::base::sys::{add, now, real, remaining, set_errno};
 
 type ClockNanosleepFn = unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int;
 

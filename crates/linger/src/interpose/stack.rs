@@ -7,36 +7,11 @@
 
 use libc::c_int;
 
-use crate::sys::real;
-use crate::thread::ts;
-
-type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
-
-fn real_getattr() -> Option<GetattrFn> {
-    real!("pthread_getattr_np", GetattrFn)
-}
+use crate::base::sys::real_getattr;
+use crate::state::thread::ts;
 
 pub(crate) fn prepare() {
     let _ = real_getattr();
-}
-
-/// Bounds `[lo, hi)` of the calling thread's own stack, as glibc knows it
-/// (whatever the thread runs on right now). Not async-signal-safe: for the
-/// main thread glibc reads `/proc/self/maps`.
-pub(crate) fn thread_stack() -> Option<(usize, usize)> {
-    let real = real_getattr()?;
-    // SAFETY: a zeroed attr filled by libc, read back and destroyed here.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if real(libc::pthread_self(), &mut attr) != 0 {
-            return None;
-        }
-        let mut lo: *mut libc::c_void = std::ptr::null_mut();
-        let mut size = 0usize;
-        let r = libc::pthread_attr_getstack(&attr, &mut lo, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        (r == 0).then_some((lo as usize, lo as usize + size))
-    }
 }
 
 /// # Safety

@@ -13,8 +13,8 @@ use libc::{c_int, sigset_t, timespec};
 use super::signals::with_stripped;
 use super::parking::{self, until_ready};
 use super::call::{Mark, blocking, in_function};
-use crate::sys::{Deadline, errno, or_enosys, real, set_errno, valid_timeout};
-use crate::park::Interest;
+use crate::base::sys::{Deadline, errno, or_enosys, real, set_errno, valid_timeout};
+use crate::interpose::park::Interest;
 
 type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
 type PpollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const timespec, *const sigset_t) -> c_int;

@@ -66,7 +66,7 @@ pub use crate::state::park::{Interest, Park};
 #[inline]
 pub unsafe fn pause_in_hook() {
     // SAFETY: the caller's promise is the function's contract.
-    unsafe { crate::preempt::pause_in_hook() }
+    unsafe { crate::handlers::preempt::pause_in_hook() }
 }
 
 /// The hook of the function running on this thread, if it was launched with
@@ -74,7 +74,7 @@ pub unsafe fn pause_in_hook() {
 /// preemptible functions and inside functions launched without one (a
 /// function nested in a green thread has none unless given one).
 pub fn current() -> Option<Arc<dyn Park>> {
-    let f = crate::thread::ts().current.get();
+    let f = crate::state::thread::ts().current.get();
     if f.is_null() {
         return None;
     }
@@ -85,7 +85,7 @@ pub fn current() -> Option<Arc<dyn Park>> {
 
 /// What `CLOCK_MONOTONIC` reads now, as a deadline is given to [`Park`].
 pub fn monotonic_now() -> Duration {
-    let t = crate::sys::now(libc::CLOCK_MONOTONIC);
+    let t = crate::base::sys::now(libc::CLOCK_MONOTONIC);
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
@@ -143,7 +143,7 @@ pub struct Counters {
 /// The park counters of the calling thread (counted where the function ran
 /// at the time). [`reset_stats`](crate::reset_stats) resets them too.
 pub fn counters() -> Counters {
-    let t = crate::thread::ts();
+    let t = crate::state::thread::ts();
     Counters { parks: t.parks.get(), blocked: t.parks_blocked.get() }
 }
 

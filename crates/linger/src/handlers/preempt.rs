@@ -32,16 +32,16 @@
 //!   at scope exit;
 //! - stack pointer outside the function's stack or above its entry frame:
 //!   defer (the thread is in runtime code or on a foreign stack);
-//! - program counter in code that must not be interrupted ([`crate::ranges`])
+//! - program counter in code that must not be interrupted ([`crate::judgement::ranges`])
 //!   and not at the system call of an interposed blocking call, nor (for
 //!   functions with `stop_in_futex_waits`) in a futex wait of libc's
-//!   synchronisation functions ([`crate::futex`]): defer;
+//!   synchronisation functions ([`crate::judgement::futex`]): defer;
 //! - a return address into such code anywhere on the function's live stack
 //!   (e.g. user code called back from `qsort` or from `println!`'s formatting
 //!   while the stdout lock is held): defer.
 //!
 //! Deferrals of the last three kinds set a return trap on the outermost
-//! deferred call (see [`crate::return_trap`]): the function is stopped by
+//! deferred call (see [`crate::judgement::return_trap`]): the function is stopped by
 //! [`at_return`] the moment that call returns to its own code. The timer is
 //! re-armed as a backstop, or, where no trap can be set, for retries: 32
 //! times at the base interval (10 us, or the cost of arming if that is more),
@@ -51,13 +51,13 @@
 
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
-use crate::monitor;
-use crate::ranges;
-use crate::sigmask;
-use crate::stats::bump;
-use crate::switch::{self, FpControl};
-use crate::thread::{now_ns, ts, Frame, Suspend, ThreadState, NEVER};
-use crate::timer;
+use crate::machine::monitor;
+use crate::judgement::ranges;
+use crate::machine::sigmask;
+use crate::state::stats::bump;
+use crate::machine::switch::{self, FpControl};
+use crate::state::thread::{now_ns, ts, Frame, Suspend, ThreadState, NEVER};
+use crate::machine::timer;
 use crate::Error;
 
 /// First retry delay after a deferral by the PC/stack check, in ns.
@@ -78,7 +78,7 @@ const HANDLER_STACK: usize = 16 * 1024;
 /// (`hold::after_timer`): held signals run if the thread is out of
 /// deferred code. Registered as the mode is turned on, before it can hold
 /// anything.
-static AFTER_TIMER: crate::hook::Hook<fn(&mut libc::ucontext_t)> = crate::hook::Hook::new();
+static AFTER_TIMER: crate::base::hook::Hook<fn(&mut libc::ucontext_t)> = crate::base::hook::Hook::new();
 
 /// Registers what the handler does last for held signals.
 pub(crate) fn on_after_timer(f: fn(&mut libc::ucontext_t)) {
@@ -87,10 +87,10 @@ pub(crate) fn on_after_timer(f: fn(&mut libc::ucontext_t)) {
 
 /// Installs the preemption signal handler (process-wide, once).
 pub(crate) fn install(signo: i32) -> Result<(), Error> {
-    crate::guard::on_pending(take_pending_at_exit);
-    crate::return_trap::on_return_stop(at_return);
+    crate::state::guard::on_pending(take_pending_at_exit);
+    crate::judgement::return_trap::on_return_stop(at_return);
     // Through libc's own sigaction: ours keeps the program off this signal.
-    let Some(sigaction) = crate::signal::real_sigaction() else {
+    let Some(sigaction) = crate::machine::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: querying a sigaction with valid pointers.
@@ -119,7 +119,7 @@ pub(crate) fn install(signo: i32) -> Result<(), Error> {
 
 /// Points the signal at our handler (again, after a failed exec reset it).
 pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
-    let Some(sigaction) = crate::signal::real_sigaction() else {
+    let Some(sigaction) = crate::machine::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: installing a sigaction with valid pointers; the handler is
@@ -143,7 +143,7 @@ pub(crate) fn set_handler(signo: i32) -> Result<(), Error> {
         let mut got: libc::sigaction = std::mem::zeroed();
         if sigaction(signo, std::ptr::null(), &mut got) == 0 {
             if let Some(r) = got.sa_restorer {
-                crate::unwind::note_sigreturn(r as usize);
+                crate::judgement::unwind::note_sigreturn(r as usize);
             }
         }
     }
@@ -168,7 +168,7 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64, deferred: bool, 
     if over > ts.stats.worst_overrun_ns.get() {
         ts.stats.worst_overrun_ns.set(over);
     }
-    ts.last_preemption.set(Some(crate::stats::Preemption { overrun_ns: over, deferred, in_wait }));
+    ts.last_preemption.set(Some(crate::state::stats::Preemption { overrun_ns: over, deferred, in_wait }));
 }
 
 /// Hands control from the running function back to its caller; returns when
@@ -380,7 +380,7 @@ fn stop_here(ts: &ThreadState, f: &Frame, due: bool) -> Here {
     let here = match verdict {
         Verdict::Stop { release } => {
             if release {
-                crate::return_trap::release(f);
+                crate::judgement::return_trap::release(f);
             }
             Here::Stop
         }
@@ -445,7 +445,7 @@ pub(crate) fn can_pause_here() -> bool {
 /// chain is walked from this function's own registers.
 #[inline(never)]
 fn judge_here(f: &Frame) -> Verdict {
-    use crate::unwind::{memo_clear, walk_here};
+    use crate::judgement::unwind::{memo_clear, walk_here};
     let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
     // SAFETY: only reads registers. The program counter and stack pointer
     // are read together, inside this function's body (no stack adjustment
@@ -484,7 +484,7 @@ fn judge_here(f: &Frame) -> Verdict {
         } else {
             // SAFETY: `yielder` is the running function's own, and this code
             // runs on its stack.
-            unsafe { crate::switch::on_resumer_stack(y, walk) }
+            unsafe { crate::machine::switch::on_resumer_stack(y, walk) }
         }
     };
     // Inside a park hook: the wrapper that called it found the chain clear
@@ -544,7 +544,7 @@ pub(crate) fn at_return() {
     }
     // SAFETY: `current` is the live function whose call just returned.
     let f = unsafe { &*frame };
-    crate::return_trap::release(f);
+    crate::judgement::return_trap::release(f);
     if f.overdue.replace(false) {
         // The deadline found the call waiting in the kernel: the slice
         // ended when the wait did, not at the deadline.
@@ -746,7 +746,7 @@ fn our_signal_pending() -> bool {
     // SAFETY: a local sigset filled by the kernel.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, crate::signal::number()) == 1
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, crate::machine::signal::number()) == 1
     }
 }
 
@@ -844,7 +844,7 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
     if (!timer_due && !kicked) || our_signal_pending() {
         return None;
     }
-    let signo = crate::signal::number();
+    let signo = crate::machine::signal::number();
     // The handler's entry code pushes a few registers and its locals (a few
     // hundred bytes) below the 16-byte aligned frame. Its stack pointer may
     // already be in the guard page (a `sub` moved it there): start reading
@@ -885,8 +885,8 @@ const NOT_NOW: Verdict = Verdict::Defer { patch: None, trapped: false };
 impl Verdict {
     /// The verdict a walk of the call chain gives, or None when it could
     /// not tell (the caller falls back to scanning the stack).
-    fn of(chain: crate::unwind::Chain) -> Option<Verdict> {
-        use crate::unwind::Chain;
+    fn of(chain: crate::judgement::unwind::Chain) -> Option<Verdict> {
+        use crate::judgement::unwind::Chain;
         match chain {
             Chain::Clear { trapped } => Some(Verdict::Stop { release: !trapped }),
             Chain::Deferred { patch, trapped } => Some(Verdict::Defer { patch, trapped }),
@@ -897,7 +897,7 @@ impl Verdict {
 
 /// Is the interrupted point of `frame` (registers in `uc`) safe to stop at?
 fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
-    use crate::unwind::{walk, Chain};
+    use crate::judgement::unwind::{walk, Chain};
     let Some(table) = ranges::read() else { return NOT_NOW };
     let g = &uc.uc_mcontext.gregs;
     let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
@@ -913,7 +913,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // for functions that asked (`Builder::stop_in_futex_waits`): stopped
         // there (`futex.rs`).
         if frame.futex_stops {
-            if let Some(release) = crate::futex::judge(&table, uc, lo, hi, entry, frame.std_waits) {
+            if let Some(release) = crate::judgement::futex::judge(&table, uc, lo, hi, entry, frame.std_waits) {
                 // Counted here: every Stop verdict is taken.
                 bump(&ts().stats.futex_stops);
                 return Verdict::Stop { release };
@@ -939,7 +939,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
         // functions with a std thread of their own
         // (`Builder::stop_in_std_waits`, `ranges::STD_WAITS`).
         if frame.std_waits && matches!(chain, Chain::Deferred { .. }) {
-            if let Some(trapped) = crate::unwind::std_wait(&table, uc, lo, hi, entry) {
+            if let Some(trapped) = crate::judgement::unwind::std_wait(&table, uc, lo, hi, entry) {
                 bump(&ts().stats.futex_stops);
                 return Verdict::Stop { release: !trapped };
             }
@@ -976,7 +976,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
 /// a live return-address slot of its call chain.
 pub(crate) unsafe fn set_return_trap(f: &Frame, slot: usize, code: usize) -> bool {
     // SAFETY: per the contract.
-    may_trap(code) && unsafe { crate::return_trap::arm(f, slot) }
+    may_trap(code) && unsafe { crate::judgement::return_trap::arm(f, slot) }
 }
 
 /// May the return of the deferred call whose code is at `code` be trapped?
@@ -986,14 +986,14 @@ pub(crate) fn may_trap(code: usize) -> bool {
     // frames apart by their CFA, and a trap set between the search phase
     // and the unwind phase (or before an `_Unwind_Resume`) would change the
     // CFA of the frames above it; libgcc then aborts.
-    if std::thread::panicking() || crate::flow::cxx_exception_in_flight(ts()) {
+    if std::thread::panicking() || crate::machine::flow::cxx_exception_in_flight(ts()) {
         return false;
     }
     let Some(table) = ranges::read() else { return false };
     if table.in_loader(code) {
         return false;
     }
-    crate::unwind::function_start(&table, code).is_some_and(|start| !crate::return_trap::reads_return_address(start))
+    crate::judgement::unwind::function_start(&table, code).is_some_and(|start| !crate::judgement::return_trap::reads_return_address(start))
 }
 
 /// The function is about to return from this handler to the `syscall`
@@ -1109,7 +1109,7 @@ unsafe fn stack_word(a: usize) -> usize {
 /// The conservative check: no word of the live stack in `[from, entry)` looks
 /// like a return address into code that must not be interrupted.
 pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bool {
-    let sigreturn = crate::unwind::sigreturn();
+    let sigreturn = crate::judgement::unwind::sigreturn();
     let mut a = (from + 7) & !7;
     while a < entry {
         // SAFETY: [from, entry) is the live part of the function's own stack,
@@ -1118,7 +1118,7 @@ pub(crate) fn scan_clear(table: &ranges::Table, from: usize, entry: usize) -> bo
         // A trap address stands for a deferred call's return address; the
         // `rt_sigreturn` stub (no call precedes it) for a signal handler's
         // frame, maybe the program's, whose mask the caller would get.
-        if table.deferred_return_address(w) || crate::return_trap::original(w).is_some() || (w == sigreturn && w != 0) {
+        if table.deferred_return_address(w) || crate::judgement::return_trap::original(w).is_some() || (w == sigreturn && w != 0) {
             return false;
         }
         a += 8;
@@ -1169,7 +1169,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // Sent by someone (kill, raise, sigqueue) or by a timer of the
         // program's own, not by this thread's timer or the monitor: it is
         // the program's, and goes where the program believes it goes.
-        crate::program_signals::deliver_to_program(sig, info, uc);
+        crate::handlers::program_signals::deliver_to_program(sig, info, uc);
         return;
     }
     debug_assert!(info.is_null() || info as usize == uc as usize + KERNEL_UCONTEXT, "rt_sigframe layout");
@@ -1195,7 +1195,7 @@ extern "C" fn on_timer(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut li
         // SAFETY: as above.
         unsafe { (*frame).handler_errno.set(saved_errno) };
     }
-    let counts = crate::thread::signal_counts(ts);
+    let counts = crate::state::thread::signal_counts(ts);
     counts.ours.set(counts.ours.get() + 1);
     if by_monitor {
         monitor::clear_kick(ts);
@@ -1291,7 +1291,7 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
             let in_wait = ts.stats.futex_stops.get() != waits;
             if let Verdict::Stop { release } = verdict {
                 if release {
-                    crate::return_trap::release(f);
+                    crate::judgement::return_trap::release(f);
                 }
                 // Deferred before: this is a timer retry (a return trap
                 // stops the function elsewhere, in `pause`).

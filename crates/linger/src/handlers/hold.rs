@@ -9,10 +9,10 @@ use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
 use libc::{c_int, c_void};
 
-use crate::program_signals::{holding, run_program_handler, Action};
-use crate::thread::{now_ns, ts};
-use crate::unwind::Chain;
-use crate::{ranges, sigmask, Error};
+use crate::handlers::program_signals::{holding, run_program_handler, Action};
+use crate::state::thread::{now_ns, ts};
+use crate::judgement::unwind::Chain;
+use crate::{judgement::ranges, machine::sigmask, Error};
 
 /// Signals held at once per thread. Standard signals take one entry each
 /// at most (a second one coalesces, as pending ones do); a burst of
@@ -97,7 +97,7 @@ impl Drop for Owner {
         // thread is ending, so no frame can return into its trap any more.
         let st = unsafe { Box::from_raw(p) };
         if st.trap_slot.get() != 0 {
-            crate::return_trap::release_detached(st.trap_stub.get());
+            crate::judgement::return_trap::release_detached(st.trap_stub.get());
         }
     }
 }
@@ -133,7 +133,7 @@ pub(crate) fn enter(entry: usize) -> Result<(), Error> {
             unsafe { &*p }
         }
     };
-    let (lo, hi) = crate::interpose::stack::thread_stack().unwrap_or((0, 0));
+    let (lo, hi) = crate::base::sys::thread_stack().unwrap_or((0, 0));
     st.lo.set(lo);
     st.hi.set(hi);
     st.entry.set(entry);
@@ -194,12 +194,12 @@ fn judge(st: &State, uc: &libc::ucontext_t) -> Verdict {
     // The system call of a plain wrapper, waiting (rewound by the kernel
     // to restart): only the frames above it count.
     let waiting = in_pc && table.is_known(pc) && ranges::at_syscall_instruction(pc);
-    match crate::unwind::walk_to_signal_frame(&table, uc, lo, hi, entry, in_pc && !waiting) {
+    match crate::judgement::unwind::walk_to_signal_frame(&table, uc, lo, hi, entry, in_pc && !waiting) {
         Some(Chain::Clear { .. }) => Verdict::Clear,
         Some(Chain::Deferred { patch, .. }) => Verdict::Deferred { patch },
         // No unwind information, or another walk of this thread's is under
         // way below us: the conservative scan of the stack's words.
-        _ if !in_pc && !table.in_inlined(pc) && crate::preempt::scan_clear(&table, sp, entry) => Verdict::Clear,
+        _ if !in_pc && !table.in_inlined(pc) && crate::handlers::preempt::scan_clear(&table, sp, entry) => Verdict::Clear,
         _ => Verdict::Deferred { patch: None },
     }
 }
@@ -255,7 +255,7 @@ pub(crate) unsafe fn arrived(sig: c_int, action: &Action, info: *mut libc::sigin
         return false;
     }
     // A `vfork` child shares this thread's state with its parent.
-    let Some(st) = state().filter(|_| crate::signal::in_owner_process()) else { return false };
+    let Some(st) = state().filter(|_| crate::machine::signal::in_owner_process()) else { return false };
     // The trampoline runs with every signal of ours blocked (its `sa_mask`,
     // see `trampoline_mask`) until a handler of the program's runs: nothing
     // comes in between while it decides.
@@ -287,7 +287,7 @@ fn handler_mask(sig: c_int, action: &Action) -> u64 {
 /// that neither a signal of the program's nor the timer (`after_timer`)
 /// comes while it decides. Its handler then runs with its own mask.
 pub(crate) fn trampoline_mask() -> Option<libc::sigset_t> {
-    holding().then(|| sigmask::as_sigset(sigmask::program() | sigmask::bit(crate::signal::number())))
+    holding().then(|| sigmask::as_sigset(sigmask::program() | sigmask::bit(crate::machine::signal::number())))
 }
 
 /// Holds `info` for `sig`, which interrupted `uc`, and arranges to look
@@ -366,10 +366,10 @@ fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
         release_trap(st);
     }
     if let Verdict::Deferred { patch: Some((slot, code)) } = verdict.filter_transit(sp) {
-        if crate::preempt::may_trap(code) {
+        if crate::handlers::preempt::may_trap(code) {
             // SAFETY: `slot` was just found on the interrupted chain by the
             // walk, and that code is interrupted by this handler.
-            if let Some(i) = unsafe { crate::return_trap::arm_detached(slot) } {
+            if let Some(i) = unsafe { crate::judgement::return_trap::arm_detached(slot) } {
                 st.trap_slot.set(slot);
                 st.trap_stub.set(i);
                 st.trap_stack.set(chain_bounds(st, sp).map_or((0, 0), |b| (b.0, b.1)));
@@ -388,7 +388,7 @@ fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
 /// trap address; on another stack than the interrupted one we cannot tell,
 /// and keep it.
 fn trap_alive(st: &State, pc: usize, sp: usize) -> bool {
-    if crate::return_trap::in_stub(st.trap_stub.get(), pc) {
+    if crate::judgement::return_trap::in_stub(st.trap_stub.get(), pc) {
         return true;
     }
     let slot = st.trap_slot.get();
@@ -397,11 +397,11 @@ fn trap_alive(st: &State, pc: usize, sp: usize) -> bool {
         return true;
     }
     // SAFETY: [sp, hi) is the live part of the stack the slot was on.
-    slot >= sp && slot + 8 <= hi && unsafe { std::ptr::read_volatile(slot as *const usize) } == crate::return_trap::trap_address(st.trap_stub.get())
+    slot >= sp && slot + 8 <= hi && unsafe { std::ptr::read_volatile(slot as *const usize) } == crate::judgement::return_trap::trap_address(st.trap_stub.get())
 }
 
 fn release_trap(st: &State) {
-    crate::return_trap::release_detached(st.trap_stub.get());
+    crate::judgement::return_trap::release_detached(st.trap_stub.get());
     st.trap_slot.set(0);
 }
 
@@ -411,14 +411,14 @@ fn release_trap(st: &State) {
 fn backstop(st: &State, long: bool) {
     let n = st.retries.get();
     st.retries.set(n.saturating_add(1));
-    let base = crate::preempt::RETRY_NS.load(Ordering::Relaxed);
+    let base = crate::handlers::preempt::RETRY_NS.load(Ordering::Relaxed);
     let delay = if long {
         BACKSTOP_NS << n.min(BACKSTOP_DOUBLINGS)
     } else {
         (base << n.saturating_sub(RETRIES_BEFORE_BACKOFF).min(16)).min(BACKSTOP_NS)
     };
     let t = ts();
-    let _ = crate::timer::arm(t, now_ns() + delay.max(crate::preempt::min_delay(t)));
+    let _ = crate::machine::timer::arm(t, now_ns() + delay.max(crate::handlers::preempt::min_delay(t)));
 }
 
 /// A return trap fired, at the return into `slot` (`return_trap.rs`, before
@@ -461,7 +461,7 @@ pub(crate) fn after_timer(uc: &mut libc::ucontext_t) {
     if !holding() {
         return;
     }
-    let Some(st) = state().filter(|st| st.len.get() > 0 && crate::signal::in_owner_process()) else { return };
+    let Some(st) = state().filter(|st| st.len.get() > 0 && crate::machine::signal::in_owner_process()) else { return };
     if st.busy.get() {
         return backstop(st, false); // interrupted our own bookkeeping
     }
@@ -516,7 +516,7 @@ fn flush(st: &State, mut ctx: Context) {
     let program = here & !st.blocked.get();
     let marker = MARKER.fetch_add(1, Ordering::Relaxed);
     let mark = std::hint::black_box(&marker) as *const u64 as usize;
-    let sp = crate::switch::stack_pointer();
+    let sp = crate::machine::switch::stack_pointer();
     let outer_flush = st.delivering.get();
     let (at, value, below) = outer_flush;
     // That flush is still under way: its marker is still there. (It is on

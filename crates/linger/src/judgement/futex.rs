@@ -52,7 +52,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use crate::ranges::{self, Table};
+use crate::judgement::ranges::{self, Table};
 
 /// glibc's entry points whose futex waits may be stopped, and whether the
 /// wait happens with a cleanup buffer of glibc's own pushed (its
@@ -162,7 +162,7 @@ fn find_cleanup_head() {
         during == p as usize && recorded == before && after == before
     };
     if ok {
-        crate::flow::CLEANUP_AT.store(off, Ordering::Relaxed);
+        crate::machine::flow::CLEANUP_AT.store(off, Ordering::Relaxed);
     }
 }
 
@@ -179,7 +179,7 @@ fn find_cleanup_head() {
 fn resolve() -> Code {
     let none = || Code { entries: Box::new([]), internal: Box::new([]) };
     let Some(table) = ranges::read() else { return none() };
-    let cleanup_known = crate::flow::CLEANUP_AT.load(Ordering::Relaxed) != 0;
+    let cleanup_known = crate::machine::flow::CLEANUP_AT.load(Ordering::Relaxed) != 0;
     let mut out: Vec<(usize, usize)> = Vec::new();
     let mut internal = Vec::new();
     for lib in [c"libc.so.6", c"libpthread.so.0"] {
@@ -234,7 +234,7 @@ fn function_at(table: &Table, p: usize) -> Option<(usize, usize)> {
         return None;
     }
     let obj = table.unwind_object(p)?;
-    crate::eh_frame::function_extent(obj, p).filter(|&(s, e)| s == p && e > s)
+    crate::judgement::eh_frame::function_extent(obj, p).filter(|&(s, e)| s == p && e > s)
 }
 
 /// Do `a` and `b` lie in the same object's unwind tables?
@@ -312,7 +312,7 @@ pub(crate) fn judge(table: &Table, uc: &libc::ucontext_t, lo: usize, hi: usize, 
         return None;
     }
     let code = CODE.get()?;
-    let (at, trapped) = crate::unwind::deferred_call(table, uc, lo, hi, entry, &code.internal, through_std)?;
+    let (at, trapped) = crate::judgement::unwind::deferred_call(table, uc, lo, hi, entry, &code.internal, through_std)?;
     in_entry(code, at).then_some(!trapped)
 }
 
@@ -325,7 +325,7 @@ mod tests {
     /// apart, and nothing of malloc's or stdio's.
     #[test]
     fn finds_the_entry_points_and_what_they_jump_to() {
-        crate::runtime::init().unwrap();
+        crate::runtime::launch::init().unwrap();
         let code = CODE.get().expect("prepared at init");
         let named = ENTRIES.len(); // a few share code (aliases), a few may be missing
         assert!(code.entries.len() > named / 2, "{} ranges", code.entries.len());

@@ -30,7 +30,7 @@ use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::thread::ts;
+use crate::state::thread::ts;
 
 /// glibc's `PTHREAD_CANCELED`: the value of a thread ended by cancellation.
 pub(crate) const PTHREAD_CANCELED: usize = usize::MAX;
@@ -228,7 +228,7 @@ pub(crate) fn with_base<F: FnOnce() -> T, T>(f: F) -> Option<T> {
 
 /// The value the function `f` exited with (`PTHREAD_CANCELED` for a
 /// cancellation, which does not pass through our `pthread_exit`).
-pub(crate) fn exit_value(f: &crate::thread::Frame) -> usize {
+pub(crate) fn exit_value(f: &crate::state::thread::Frame) -> usize {
     f.exit_value.replace(PTHREAD_CANCELED)
 }
 
@@ -236,7 +236,7 @@ pub(crate) fn exit_value(f: &crate::thread::Frame) -> usize {
 type PthreadExit = unsafe extern "C-unwind" fn(*mut c_void) -> !;
 
 fn real_pthread_exit() -> PthreadExit {
-    match crate::sys::real!("pthread_exit", PthreadExit) {
+    match crate::base::sys::real!("pthread_exit", PthreadExit) {
         Some(f) => f,
         None => {
             // Not reached: libc defines it.

@@ -23,9 +23,9 @@ use std::cell::Cell;
 use gimli::{CfaRule, EhFrame, Register, RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow};
 
 use crate::state::memo::{Memo, MEMO_READS, NREGS};
-use crate::eh_frame::{sections, Object};
-use crate::ranges::Table;
-use crate::thread::ts;
+use crate::judgement::eh_frame::{sections, Object};
+use crate::judgement::ranges::Table;
+use crate::state::thread::ts;
 
 /// Fixed-size unwind context storage (gimli's documented pattern for use
 /// without an allocator).
@@ -573,7 +573,7 @@ const START_AT: [u8; NREGS] = {
 #[inline]
 pub(crate) fn memo_clear(m: &Memo, regs: &[u64; 8], lo: usize, hi: usize, entry: usize) -> bool {
     m.generation != 0
-        && m.generation == crate::ranges::generation()
+        && m.generation == crate::judgement::ranges::generation()
         && m.stack == (lo, hi, entry)
         && same_start(m.init, &m.regs, regs)
         && m.reads[..m.n].iter().all(|&(a, v)| read(lo, hi, a) == Some(v))
@@ -727,7 +727,7 @@ fn walk_regs<O: Observe>(
             };
         }
         next[RSP] = cfa;
-        if let Some(real) = crate::return_trap::original(next[RA] as usize) {
+        if let Some(real) = crate::judgement::return_trap::original(next[RA] as usize) {
             next[RA] = real as u64;
             trapped = true;
         }
@@ -756,7 +756,7 @@ const KERNEL_UCONTEXT: usize = 304;
 /// stub, the kernel's ucontext), if the signal is the preemption signal:
 /// the registers it interrupted, and whether that code is deferred.
 fn preemption_frame(table: &Table, lo: usize, hi: usize, sp: usize) -> Option<([u64; NREGS], bool)> {
-    let signo = crate::signal::number();
+    let signo = crate::machine::signal::number();
     let end = sp.checked_add(std::mem::size_of::<libc::ucontext_t>().max(KERNEL_UCONTEXT + 8))?;
     if signo == 0 || sp < lo || end > hi || read(lo, hi, (sp + KERNEL_UCONTEXT) as u64)? as u32 as i32 != signo {
         return None;

@@ -33,8 +33,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::hook::Hook;
-use crate::thread::Frame;
+use crate::base::hook::Hook;
+use crate::state::thread::Frame;
 
 /// Stubs available at once (functions with a pending deferred stop).
 const TRAPS: usize = 4096;
@@ -58,7 +58,7 @@ static XSAVE_MASK: AtomicU32 = AtomicU32::new(0);
 
 /// Sets the trap up (once per process, outside any handler). Leaves it off
 /// when anything is missing: deferred stops then wait for a timer retry.
-pub(crate) fn init(cfg: &crate::config::Config) {
+pub(crate) fn init(cfg: &crate::base::config::Config) {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         if !cfg.return_traps {
@@ -480,7 +480,7 @@ mod tests {
         let image = super::eh_frame(base, data);
         let eh = EhFrame::new(&image, NativeEndian);
         let bases = BaseAddresses::default().set_eh_frame(image.as_ptr() as u64);
-        let mut ctx = Box::new(crate::unwind::test_context());
+        let mut ctx = Box::new(crate::judgement::unwind::test_context());
         for i in [0, 1, 77, super::TRAPS - 1] {
             let at = (super::address(base, i) - 1) as u64;
             let row = eh.unwind_info_for_address(&bases, &mut ctx, at, EhFrame::cie_from_offset).expect("row");

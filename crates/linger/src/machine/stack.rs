@@ -99,7 +99,7 @@ static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_STACKS: AtomicUsize = AtomicUsize::new(0);
 static ABANDONED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-use crate::config::page_size;
+use crate::base::config::page_size;
 
 /// Number of mapped stacks (in use or pooled), for tests and stats.
 pub fn live_stacks() -> usize {
@@ -170,7 +170,7 @@ impl PooledStack {
 
     /// A stack another thread gave back (see [`PooledStack::recycle`]).
     fn from_shared(size: usize) -> Option<PooledStack> {
-        let now = crate::thread::now_ns();
+        let now = crate::state::thread::now_ns();
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
         let room = shared_room(p.len(), now);
         let surplus = trim_shared(&mut p, room, now);
@@ -329,7 +329,7 @@ impl PooledStack {
     }
 
     fn share(self) {
-        let now = crate::thread::now_ns();
+        let now = crate::state::thread::now_ns();
         let mut p = SHARED.lock().unwrap_or_else(|e| e.into_inner());
         let room = shared_room(p.len(), now);
         let surplus = trim_shared(&mut p, room, now);

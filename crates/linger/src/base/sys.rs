@@ -29,7 +29,7 @@ macro_rules! or_enosys {
         match $e {
             Some(f) => f,
             None => {
-                $crate::sys::set_errno(libc::ENOSYS);
+                $crate::base::sys::set_errno(libc::ENOSYS);
                 return -1;
             }
         }
@@ -129,4 +129,29 @@ pub(crate) fn remaining(clock: libc::clockid_t, deadline: &libc::timespec) -> li
 /// Is `t` a valid relative timeout (non-negative, nanoseconds in range)?
 pub(crate) fn valid_timeout(t: &libc::timespec) -> bool {
     t.tv_sec >= 0 && (0..1_000_000_000).contains(&t.tv_nsec)
+}
+
+type GetattrFn = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
+
+pub(crate) fn real_getattr() -> Option<GetattrFn> {
+    real!("pthread_getattr_np", GetattrFn)
+}
+
+/// Bounds `[lo, hi)` of the calling thread's own stack, as glibc knows it
+/// (whatever the thread runs on right now). Not async-signal-safe: for the
+/// main thread glibc reads `/proc/self/maps`.
+pub(crate) fn thread_stack() -> Option<(usize, usize)> {
+    let real = real_getattr()?;
+    // SAFETY: a zeroed attr filled by libc, read back and destroyed here.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if real(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut lo: *mut libc::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let r = libc::pthread_attr_getstack(&attr, &mut lo, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (r == 0).then_some((lo as usize, lo as usize + size))
+    }
 }

@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use corosensei::CoroutineResult;
 
-use crate::config::{self, Config};
-use crate::guard::Scope;
-use crate::preempt::{self, landed};
-use crate::stack::PooledStack;
-use crate::stats::bump;
-use crate::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
-use crate::thread::{key_of, now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
-use crate::{overflow, ranges, timer, Error};
+use crate::base::config::{self, Config};
+use crate::state::guard::Scope;
+use crate::handlers::preempt::{self, landed};
+use crate::machine::stack::PooledStack;
+use crate::state::stats::bump;
+use crate::machine::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
+use crate::state::thread::{key_of, now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
+use crate::{handlers::overflow, judgement::ranges, machine::timer, Error};
 
 static GLOBAL: OnceLock<Result<(), String>> = OnceLock::new();
 static READY: AtomicBool = AtomicBool::new(false);
@@ -65,7 +65,7 @@ pub(crate) fn init() -> Result<&'static Config, Error> {
 }
 
 /// Waits for the runtime's initialisation, if another thread is running it
-/// (before a fork, see `crate::fork`: the fork handlers are registered in
+/// (before a fork, see `crate::runtime::fork`: the fork handlers are registered in
 /// the middle of it).
 pub(crate) fn wait_initialised() {
     let _ = GLOBAL.wait();
@@ -76,16 +76,16 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     GLOBAL
         .get_or_init(|| {
             preempt::RETRY_NS.store(cfg.retry.as_nanos() as u64, Ordering::Relaxed);
-            crate::clock::start();
-            crate::flow::look_up();
+            crate::machine::clock::start();
+            crate::machine::flow::look_up();
             crate::interpose::prepare();
-            crate::glibc::prepare();
+            crate::base::glibc::prepare();
             ranges::ensure(cfg);
-            crate::return_trap::init(cfg);
+            crate::judgement::return_trap::init(cfg);
             preempt::install(cfg.signal).map_err(|e| e.to_string())?;
             overflow::install(cfg.signal).map_err(|e| e.to_string())?;
-            crate::signal::set(cfg.signal);
-            crate::fork::install(wait_initialised);
+            crate::machine::signal::set(cfg.signal);
+            crate::runtime::fork::install(wait_initialised);
             crate::interpose::signals::hand_over_shadow();
             Ok(())
         })
@@ -95,15 +95,15 @@ fn init_slow(cfg: &'static Config) -> Result<(), Error> {
     let t = ts();
     thread_key(); // assigns this thread's id, which resumes read directly
     // Before the timer: a thread counts as started once it has one.
-    crate::unwind::prepare_thread()?;
+    crate::judgement::unwind::prepare_thread()?;
     ranges::prepare_thread()?;
-    crate::futex::prepare(); // once per process, with the table readable
+    crate::judgement::futex::prepare(); // once per process, with the table readable
     timer::ensure(t, cfg.signal).map_err(Error::Timer)?;
     if cfg.timekeeping == config::Timekeeping::Monitor {
         // Spawning the monitor allocates and takes std's locks: not to be
         // stopped half-way (a forked child may start it from a function).
         let _scope = Scope::enter();
-        crate::monitor::start(t, cfg.signal).map_err(Error::Timer)?;
+        crate::machine::monitor::start(t, cfg.signal).map_err(Error::Timer)?;
     }
     overflow::ensure_altstack();
     preempt::unblock_on_this_thread(cfg.signal);
@@ -148,7 +148,7 @@ fn left_by_longjmp(t: &ThreadState) -> *mut Frame {
         let in_caller = if parent.is_null() {
             // The caller is the thread itself: on its own stack, above the
             // frames the caller had when it switched the function in.
-            crate::interpose::stack::thread_stack().is_some_and(|(lo, hi)| {
+            crate::base::sys::thread_stack().is_some_and(|(lo, hi)| {
                 let c = f.caller_sp.get();
                 c >= lo && c < hi && sp >= lo && sp < hi
             })
@@ -160,8 +160,8 @@ fn left_by_longjmp(t: &ThreadState) -> *mut Frame {
         if !in_caller {
             return cur; // a foreign stack: nothing to repair
         }
-        crate::flow::leave(t, &f.flow, &f.caller_flow);
-        crate::return_trap::release(f);
+        crate::machine::flow::leave(t, &f.flow, &f.caller_flow);
+        crate::judgement::return_trap::release(f);
         t.current.set(parent);
         // Still inside the scope of the launch or resume that found it.
         t.defer.set(f.caller_defer.get() + 1);
@@ -187,7 +187,7 @@ pub(crate) fn deadline_after(t: &ThreadState, timeout: Duration) -> u64 {
         return NEVER;
     }
     let ns = u64::try_from(timeout.as_nanos()).unwrap_or(NEVER).max(preempt::min_delay(t));
-    crate::clock::now(t).checked_add(ns).unwrap_or(NEVER)
+    crate::machine::clock::now(t).checked_add(ns).unwrap_or(NEVER)
 }
 
 /// Per-launch choices (see [`crate::Builder`]).
@@ -202,7 +202,7 @@ pub(crate) struct LaunchOptions {
     pub lease: Option<gotcha::Lease>,
     pub reuse_stack: bool,
     /// Its park hook (see `crate::park`).
-    pub park: Option<crate::park::Hook>,
+    pub park: Option<crate::interpose::park::Hook>,
 }
 
 /// A preemptible function: one pointer to the header of its own stack,
@@ -285,11 +285,11 @@ fn body<T, F: FnOnce() -> T>(y: &Yield, t: &'static ThreadState, f: Unstarted<F>
     fr.yielder.set(y as *const Yield as *const ());
     landed(t);
     // The base of the function for glibc's thread exits (see `exit.rs`).
-    let r = catch_unwind(AssertUnwindSafe(|| crate::exit::with_base(|| enter_user(fr, f))));
+    let r = catch_unwind(AssertUnwindSafe(|| crate::machine::exit::with_base(|| enter_user(fr, f))));
     let t = ts();
     t.defer.set(t.defer.get() + 1); // transit back to the caller
     match r {
-        Ok(None) => Outcome::Exited(crate::exit::exit_value(fr)),
+        Ok(None) => Outcome::Exited(crate::machine::exit::exit_value(fr)),
         Ok(Some(v)) => {
             // SAFETY: `result` points at the continuation's `Option<T>` slot.
             unsafe { *(fr.result.get() as *mut Option<T>) = Some(v) };
@@ -327,7 +327,7 @@ impl<T> Inner<T> {
     where
         F: FnOnce() -> T + 'a,
     {
-        const { assert!(std::mem::size_of::<Header>() <= crate::stack::MEMO_AT) };
+        const { assert!(std::mem::size_of::<Header>() <= crate::machine::stack::MEMO_AT) };
         let stack = PooledStack::get(stack_size).map_err(Error::StackAllocation)?;
         let (lo, hi) = stack.bounds();
         let guard = stack.guard();
@@ -375,7 +375,7 @@ impl<T> Inner<T> {
                 stopped_sp: Cell::new(0),
                 trap_slot: Cell::new(0),
                 pause_due: Cell::new(false),
-                counts: crate::thread::SignalCounts::new(),
+                counts: crate::state::thread::SignalCounts::new(),
                 handler_uc: Cell::new(0),
                 handler_defer: Cell::new(0),
                 handler_reading: Cell::new(false),
@@ -384,7 +384,7 @@ impl<T> Inner<T> {
                 result: Cell::new(ptr::null_mut()),
                 drop_panic: Cell::new(None),
                 flow: crate::state::saved::Saved::with_cleanup(opts.futex_stops),
-                exit_value: Cell::new(crate::exit::PTHREAD_CANCELED),
+                exit_value: Cell::new(crate::machine::exit::PTHREAD_CANCELED),
                 park: Cell::new(opts.park.map(|h| h.0)),
                 parked: Cell::new(false),
                 judged_above: Cell::new(0),
@@ -607,7 +607,7 @@ impl<T> Inner<T> {
         if let Some(own) = FpControl::from_bits(f.fp_own.get()) {
             own.load_over(fp);
         }
-        crate::flow::enter(t, &f.flow, &f.caller_flow);
+        crate::machine::flow::enter(t, &f.flow, &f.caller_flow);
         f.caller_libset.set(gotcha::set_current_libset(f.libset));
         let r = go(self.co_mut().expect("checked by caller"));
         if matches!(r, CoroutineResult::Return(_)) {
@@ -623,7 +623,7 @@ impl<T> Inner<T> {
         // or unwound the coroutine and the stack has not been recycled yet.
         let f = unsafe { self.frame_unbound() };
         gotcha::set_current_libset(f.caller_libset.get());
-        crate::flow::leave(t, &f.flow, &f.caller_flow);
+        crate::machine::flow::leave(t, &f.flow, &f.caller_flow);
         f.running.set(false);
         let parent = f.parent.get();
         t.current.set(parent);
@@ -666,7 +666,7 @@ impl<T> Inner<T> {
                 // returned (see `overflow.rs`): abandoned like an overflow
                 // in its own code, all of its stack possibly live.
                 let f = self.frame();
-                crate::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::stack::HEADER);
+                crate::handlers::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::machine::stack::HEADER);
                 let stack_size = self.stack_size();
                 // SAFETY: stopped at an arbitrary point of its own code, and
                 // never resumed: abandoning it leaks its heap objects, and
@@ -751,7 +751,7 @@ impl<T> Inner<T> {
             // Unfinished or just finished: the frame is still in the stack
             // header, which has not been recycled yet.
             let f = self.frame();
-            crate::return_trap::release(f);
+            crate::judgement::return_trap::release(f);
             drop(f.park.take());
         }
     }
@@ -851,7 +851,7 @@ impl<T> Inner<T> {
         let lease = lease.or_else(|| self.recycle_stack());
         end_lease(lease, started);
         if let Some(m) = held {
-            crate::sigmask::set(m);
+            crate::machine::sigmask::set(m);
         }
         drop(_scope);
         if let Some(p) = raised {
@@ -869,7 +869,7 @@ fn end_lease(lease: Option<gotcha::Lease>, abandoned: bool) {
     if let Some(l) = lease {
         if abandoned {
             let r = l.reset();
-            crate::thread::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
+            crate::state::thread::record_libset_reset(r.duration.as_nanos() as u64, r.blocks as u64);
         }
     }
 }

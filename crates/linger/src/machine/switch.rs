@@ -11,8 +11,8 @@
 use corosensei::{Coroutine, Yielder};
 
 pub(crate) use crate::state::outcome::Outcome;
-use crate::stack::PooledStack;
-use crate::thread::{Suspend, ThreadState};
+use crate::machine::stack::PooledStack;
+use crate::state::thread::{Suspend, ThreadState};
 
 /// A resume hands the function the state of the thread that resumed it, so
 /// that it need not look it up again (a function may be resumed on another
@@ -46,7 +46,7 @@ const MXCSR_FLAGS: u32 = 0x3f;
 
 impl FpControl {
     /// No state recorded (see `Frame::fp_own`); `bits` never gives it.
-    pub(crate) const NONE: u64 = crate::thread::FP_NONE;
+    pub(crate) const NONE: u64 = crate::state::thread::FP_NONE;
 
     /// As one word, for the per-function and per-thread records.
     #[inline(always)]

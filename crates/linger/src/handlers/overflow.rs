@@ -25,10 +25,10 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
-use crate::stats::bump;
-use crate::switch::Outcome;
-use crate::thread::{ts, Frame};
-use crate::unwind::Chain;
+use crate::state::stats::bump;
+use crate::machine::switch::Outcome;
+use crate::state::thread::{ts, Frame};
+use crate::judgement::unwind::Chain;
 use crate::Error;
 
 static OLD_ACTION: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
@@ -49,7 +49,7 @@ pub(crate) fn replaced_disposition(handler: usize) -> Option<(usize, i32)> {
 pub(crate) fn install(preempt_signal: i32) -> Result<(), Error> {
     // Through libc's own sigaction: ours would wrap the handler as the
     // program's.
-    let Some(sigaction) = crate::signal::real_sigaction() else {
+    let Some(sigaction) = crate::machine::signal::real_sigaction() else {
         return Err(Error::Signal(std::io::Error::from_raw_os_error(libc::ENOSYS)));
     };
     // SAFETY: querying/installing a sigaction with valid pointers; on_segv is
@@ -198,7 +198,7 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
     if top < lo + WALK_STACK {
         return false;
     }
-    if !crate::stack::open_reserve(lo, hi) {
+    if !crate::machine::stack::open_reserve(lo, hi) {
         return false;
     }
     f.reserve_open.set(true);
@@ -209,12 +209,12 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         // and closed on the lent stack, with all the walk's state (under
         // valgrind, which does not follow this switch, nothing the section
         // leaves behind passes through the alternate stack).
-        let table = crate::ranges::read()?;
-        if crate::unwind::function_start(&table, pc) == Some(crate::preempt::handler_entry()) {
+        let table = crate::judgement::ranges::read()?;
+        if crate::judgement::unwind::function_start(&table, pc) == Some(crate::handlers::preempt::handler_entry()) {
             return Some(Fault::OurHandler);
         }
         let first_deferred = table.must_defer(pc);
-        crate::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred).map(Fault::Chain)
+        crate::judgement::unwind::walk_at_fault(&table, uc, lo, f.stack_hi, entry, first_deferred).map(Fault::Chain)
     };
     let chain = match corosensei::on_stack(Lent { base: top, limit: lo }, walk) {
         // The preemption handler, entered with the stack at its very end,
@@ -230,7 +230,7 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         // SAFETY: the slot was found on `f`'s live call chain just now, and
         // `f` is stopped in this handler, which holds the preemption signal.
         Some(Chain::Deferred { patch: Some((slot, code)), .. }) => unsafe {
-            crate::preempt::set_return_trap(f, slot, code)
+            crate::handlers::preempt::set_return_trap(f, slot, code)
         },
         Some(Chain::Deferred { patch: None, .. }) => false,
         // Its own code overflowed (or nothing says otherwise): abandoned now.
@@ -244,8 +244,8 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         // handler's deferred-deadline path stops the function once it is
         // back in its own code, as for any deadline that lands in libc.
         let t = ts();
-        f.deadline.set(crate::thread::now_ns());
-        crate::preempt::retry_soon(t);
+        f.deadline.set(crate::state::thread::now_ns());
+        crate::handlers::preempt::retry_soon(t);
     }
     bump(&ts().stats.library_overflows);
     true
@@ -271,7 +271,7 @@ fn report(msg: &[u8], n: usize, tail: &[u8]) {
 }
 
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
-    if crate::preempt::handler_out_of_stack(info, uc) || crate::preempt::lost_timer_signal(info, uc) {
+    if crate::handlers::preempt::handler_out_of_stack(info, uc) || crate::handlers::preempt::lost_timer_signal(info, uc) {
         return;
     }
     // An access through a trapped variable's fake address (isolation):
@@ -306,7 +306,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
             if let Some(trap) = f.trap.take() {
                 report(
                     b"linger: stack overflow in a preemptible function (stack of ",
-                    (f.stack_hi - f.stack_lo + crate::stack::HEADER) / 1024,
+                    (f.stack_hi - f.stack_lo + crate::machine::stack::HEADER) / 1024,
                     b" KiB); the function was abandoned without running its destructors. \
 Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 );
@@ -314,12 +314,12 @@ Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 // SI_KERNEL case) or while the handler was arming it: forget
                 // what we believed was armed, so the next launch re-arms.
                 let t = ts();
-                t.armed.set(crate::thread::NEVER);
+                t.armed.set(crate::state::thread::NEVER);
                 t.pending.set(false);
                 // A reading section of the code table opened on the
                 // abandoned stack (the walks keep clear of its end, but
                 // should one not) ends with it: `dlclose` waits for it.
-                crate::ranges::abandon_reading();
+                crate::judgement::ranges::abandon_reading();
                 // SAFETY: the fault happened on this coroutine's stack (the
                 // guard check above), and we update the interrupted context
                 // with exactly the registers corosensei asks for.
@@ -351,7 +351,7 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
         // instruction, which then terminates the process as usual. A signal
         // that was sent rather than caused is sent again (it stays pending
         // until this handler returns).
-        crate::glibc::die_by(libc::SIGSEGV, sent);
+        crate::base::glibc::die_by(libc::SIGSEGV, sent);
         return;
     }
     // SAFETY: `old` was installed by someone as a handler of this signal, with

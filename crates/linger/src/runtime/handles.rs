@@ -84,7 +84,7 @@ fn indices() -> std::sync::MutexGuard<'static, Indices> {
     lock()
 }
 
-/// The free list's lock (also taken around `fork`, see `crate::fork`).
+/// The free list's lock (also taken around `fork`, see `crate::runtime::fork`).
 pub(crate) fn lock() -> std::sync::MutexGuard<'static, Indices> {
     INDICES.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 use std::sync::MutexGuard;
 
-use crate::handles::Indices;
+use crate::runtime::handles::Indices;
 
 type Held = (MutexGuard<'static, ()>, MutexGuard<'static, Indices>, MutexGuard<'static, ()>);
 
@@ -50,7 +50,7 @@ extern "C" fn prepare() {
     }
     // Always in this order (the build lock is never taken under the other;
     // the monitor's start takes neither).
-    let held = (crate::ranges::lock_build(), crate::handles::lock(), crate::monitor::lock_spawn());
+    let held = (crate::judgement::ranges::lock_build(), crate::runtime::handles::lock(), crate::machine::monitor::lock_spawn());
     let _ = HELD.try_with(|h| *h.borrow_mut() = Some(held));
 }
 
@@ -60,7 +60,7 @@ extern "C" fn release() {
 
 extern "C" fn in_child() {
     release();
-    crate::ranges::after_fork();
-    crate::signal::after_fork_in_child();
-    crate::timer::after_fork_in_child();
+    crate::judgement::ranges::after_fork();
+    crate::machine::signal::after_fork_in_child();
+    crate::machine::timer::after_fork_in_child();
 }

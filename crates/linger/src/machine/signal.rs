@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_int, sigset_t};
 
-use crate::sys::real;
+use crate::base::sys::real;
 
 type SigactionFn = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
 pub(crate) type SigmaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
@@ -90,5 +90,5 @@ pub(crate) fn preemption_signal() -> c_int {
     if s != 0 {
         return s;
     }
-    crate::config::signal_if_known()
+    crate::base::config::signal_if_known()
 }

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use object::{Object, ObjectSymbol, SymbolKind};
 
 use crate::state::reader::Reader;
-use crate::config::Config;
+use crate::base::config::Config;
 
 type Range = (usize, usize);
 
@@ -41,7 +41,7 @@ pub(crate) struct Table {
     /// Sorted executable ranges of every object known when the table was built.
     known: Vec<Range>,
     /// Sorted executable ranges with the unwind tables of their object.
-    unwind: Vec<(Range, crate::eh_frame::Object)>,
+    unwind: Vec<(Range, crate::judgement::eh_frame::Object)>,
     /// Executable ranges of the dynamic loader (no return traps there).
     loader: Vec<Range>,
     /// Sorted, merged code of deferred functions inlined into others
@@ -84,7 +84,7 @@ struct ReaderOwner(Cell<Option<&'static Reader>>);
 impl Drop for ReaderOwner {
     fn drop(&mut self) {
         if let Some(r) = self.0.take() {
-            crate::thread::ts().reader.set(None); // from here on its handler defers
+            crate::state::thread::ts().reader.set(None); // from here on its handler defers
             r.taken.store(false, Ordering::Release);
         }
     }
@@ -93,7 +93,7 @@ impl Drop for ReaderOwner {
 /// Gives this thread a [`Reader`] (outside any handler). Fails only when
 /// memory runs out.
 pub(crate) fn prepare_thread() -> Result<(), crate::Error> {
-    let t = crate::thread::ts();
+    let t = crate::state::thread::ts();
     if t.reader.get().is_some() {
         return Ok(());
     }
@@ -174,7 +174,7 @@ fn end_section(end: Option<(&'static Reader, u64)>) {
 /// has no reader (it never launched, or is exiting). Async-signal-safe.
 #[inline]
 pub(crate) fn read() -> Option<Reading> {
-    let r = crate::thread::ts().reader.get()?;
+    let r = crate::state::thread::ts().reader.get()?;
     let s = r.seq.load(Ordering::Relaxed);
     let end = if s & 1 == 0 {
         // The swap orders the mark before the load of the table (against
@@ -196,13 +196,13 @@ pub(crate) fn read() -> Option<Reading> {
 /// Is this thread in a reading section? (For a handler that may be
 /// abandoned half-way, see [`abandon_reading`].)
 pub(crate) fn reading() -> bool {
-    crate::thread::ts().reader.get().is_some_and(|r| r.seq.load(Ordering::Relaxed) & 1 == 1)
+    crate::state::thread::ts().reader.get().is_some_and(|r| r.seq.load(Ordering::Relaxed) & 1 == 1)
 }
 
 /// Ends this thread's reading section without the guard, for a handler
 /// abandoned on a stack overflow (its frames are never returned to).
 pub(crate) fn abandon_reading() {
-    if let Some(r) = crate::thread::ts().reader.get() {
+    if let Some(r) = crate::state::thread::ts().reader.get() {
         let s = r.seq.load(Ordering::Relaxed);
         if s & 1 == 1 {
             r.seq.store(s + 1, Ordering::Release);
@@ -216,7 +216,7 @@ pub(crate) fn abandon_reading() {
 /// it can only be open here if `dlclose` was called from a signal handler
 /// that interrupted it, which `dlclose` does not allow.
 fn wait_for_readers() {
-    let me = crate::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
+    let me = crate::state::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
     for r in readers().filter(|&r| !std::ptr::eq(r, me)) {
         let s = r.seq.load(Ordering::SeqCst);
         if s & 1 == 1 {
@@ -270,7 +270,7 @@ pub(crate) fn unloading<R>(close: impl FnOnce() -> R) -> R {
     let _ = CLOSING_HERE.try_with(|c| c.set(c.get() - 1));
     CLOSING.fetch_sub(1, Ordering::SeqCst);
     if had || stale() {
-        if let Ok(cfg) = crate::config::current() {
+        if let Ok(cfg) = crate::base::config::current() {
             ensure(cfg);
         }
     }
@@ -280,7 +280,7 @@ pub(crate) fn unloading<R>(close: impl FnOnce() -> R) -> R {
 /// In a forked child, which has only the forking thread: no other thread is
 /// reading or unloading there, whatever their marks said at the fork.
 pub(crate) fn after_fork() {
-    let me = crate::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
+    let me = crate::state::thread::ts().reader.get().map_or(std::ptr::null(), |r| r as *const Reader);
     for r in readers().filter(|&r| !std::ptr::eq(r, me)) {
         let s = r.seq.load(Ordering::Relaxed);
         r.seq.store(s + (s & 1), Ordering::Relaxed);
@@ -319,7 +319,7 @@ impl Table {
         if !contains(&self.known, pc) {
             // The return trap's stubs: runtime code that a rebuild would
             // not learn about either (two instructions; never stopped in).
-            if crate::return_trap::is_stub(pc) {
+            if crate::judgement::return_trap::is_stub(pc) {
                 return true;
             }
             // Code loaded after the table was built (or JIT code): be careful.
@@ -342,7 +342,7 @@ impl Table {
     }
 
     /// The unwind tables covering `pc`, if its object has them.
-    pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::eh_frame::Object> {
+    pub(crate) fn unwind_object(&self, pc: usize) -> Option<&crate::judgement::eh_frame::Object> {
         let i = self.unwind.partition_point(|r| r.0 .1 <= pc);
         self.unwind.get(i).filter(|r| r.0 .0 <= pc).map(|r| &r.1)
     }
@@ -458,7 +458,7 @@ pub(crate) fn stale() -> bool {
     STALE.load(Ordering::Relaxed)
 }
 
-/// The build lock (also taken around `fork`, see `crate::fork`).
+/// The build lock (also taken around `fork`, see `crate::runtime::fork`).
 pub(crate) fn lock_build() -> std::sync::MutexGuard<'static, ()> {
     BUILD.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -482,7 +482,7 @@ pub(crate) fn ensure(cfg: &Config) {
     }
     // Not stopped while it holds the lock (a `dlclose` by the function's
     // caller would wait for it forever), nor with the old table retired.
-    let _scope = crate::guard::Scope::enter_from_c();
+    let _scope = crate::state::guard::Scope::enter_from_c();
     let _g = lock_build();
     if !TABLE.load(Ordering::Acquire).is_null() && !STALE.load(Ordering::Relaxed) {
         return;
@@ -494,7 +494,7 @@ pub(crate) fn ensure(cfg: &Config) {
     STALE.store(false, Ordering::Relaxed);
     let gen = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
     replace(Some(Box::new(build(cfg, gen))));
-    crate::flow::look_up(); // a C++ runtime may have come with the new code
+    crate::machine::flow::look_up(); // a C++ runtime may have come with the new code
 }
 
 struct Object_ {
@@ -502,7 +502,7 @@ struct Object_ {
     bias: usize,
     exec: Vec<Range>,
     is_main: bool,
-    unwind: Option<crate::eh_frame::Object>,
+    unwind: Option<crate::judgement::eh_frame::Object>,
 }
 
 fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
@@ -529,7 +529,7 @@ fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
         // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
         let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
         let text = exec.first().copied().unwrap_or((0, 0));
-        let unwind = crate::eh_frame::object_from_phdrs(info.dlpi_addr as usize, phdrs, text);
+        let unwind = crate::judgement::eh_frame::object_from_phdrs(info.dlpi_addr as usize, phdrs, text);
         out.push(Object_ { name, bias: info.dlpi_addr as usize, exec, is_main, unwind });
         0
     }
@@ -547,7 +547,7 @@ fn loaded_objects(isolation: &gotcha::Code) -> Vec<Object_> {
             .map(|ph| (c.bias + ph.p_vaddr as usize, c.bias + (ph.p_vaddr + ph.p_memsz) as usize))
             .collect();
         let text = exec.first().copied().unwrap_or((0, 0));
-        let unwind = crate::eh_frame::object_from_phdrs(c.bias, phdrs, text);
+        let unwind = crate::judgement::eh_frame::object_from_phdrs(c.bias, phdrs, text);
         v.push(Object_ { name: c.name.clone(), bias: c.bias, exec, is_main: false, unwind });
     }
     v
@@ -883,8 +883,8 @@ fn symbol_ranges(path: &str, bias: usize, cfg: &Config, rules: &[(String, Verdic
     let (inlined, inlined_not_waits) = if rules.is_empty() {
         (Vec::new(), Vec::new())
     } else {
-        use crate::inlined::Class;
-        crate::inlined::deferred_ranges(&file, bias, &mut |name| match symbol_must_defer_with(name, cfg, rules) {
+        use crate::judgement::inlined::Class;
+        crate::judgement::inlined::deferred_ranges(&file, bias, &mut |name| match symbol_must_defer_with(name, cfg, rules) {
             false => Class::Free,
             true if symbol_is_std_wait(name) => Class::Wait,
             true => Class::Deferred,
@@ -1018,10 +1018,10 @@ fn build(cfg: &Config, generation: u64) -> Table {
     if isolation.stubs.0 < isolation.stubs.1 {
         known.push(isolation.stubs);
     }
-    unwind.sort_unstable_by_key(|e: &(Range, crate::eh_frame::Object)| e.0);
+    unwind.sort_unstable_by_key(|e: &(Range, crate::judgement::eh_frame::Object)| e.0);
     for &f in &isolation.deferred_functions {
         let i = unwind.partition_point(|r| r.0 .1 <= f);
-        let extent = unwind.get(i).filter(|r| r.0 .0 <= f).and_then(|r| crate::eh_frame::function_extent(&r.1, f));
+        let extent = unwind.get(i).filter(|r| r.0 .0 <= f).and_then(|r| crate::judgement::eh_frame::function_extent(&r.1, f));
         // Without unwind tables (cannot happen for Rust code): at least
         // its first instructions.
         deferred.push(extent.unwrap_or((f, f + 64)));

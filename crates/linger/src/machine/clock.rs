@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::thread::{now_ns, ThreadState};
+use crate::state::thread::{now_ns, ThreadState};
 
 /// Process-wide calibration base, and ns per TSC tick scaled by 2^32 (0: unknown).
 static BASE_TSC: AtomicU64 = AtomicU64::new(0);
@@ -108,7 +108,7 @@ pub(crate) fn now(ts: &ThreadState) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::thread::ts;
+    use crate::state::thread::ts;
 
     #[test]
     fn estimate_tracks_the_real_clock() {

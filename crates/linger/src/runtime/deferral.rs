@@ -31,7 +31,7 @@
 
 use libc::{c_int, c_void};
 
-use crate::{hold, Error};
+use crate::{handlers::hold, Error};
 
 /// Prepares the calling thread for [`interrupted_in_deferred`] and for
 /// holding signals: linger's per-thread state (its unwinder, its mark for
@@ -42,8 +42,8 @@ use crate::{hold, Error};
 /// (the whole stack counts, libc's start-up frames included). Call it again
 /// with 0 once that code has returned. Not async-signal-safe.
 pub fn enter_thread(entry: usize) -> Result<(), Error> {
-    crate::runtime::init()?;
-    crate::return_trap::on_return_hold(hold::at_return);
+    crate::runtime::launch::init()?;
+    crate::judgement::return_trap::on_return_hold(hold::at_return);
     hold::enter(entry)
 }
 
@@ -57,8 +57,8 @@ pub fn hold_program_signals() -> Result<(), Error> {
     others_stand_aside();
     enter_thread(0)?;
     hold::forget_in_children();
-    crate::preempt::on_after_timer(hold::after_timer);
-    crate::program_signals::set_holding();
+    crate::handlers::preempt::on_after_timer(hold::after_timer);
+    crate::handlers::program_signals::set_holding();
     crate::interpose::signals::remask_trampolines();
     Ok(())
 }
@@ -76,7 +76,7 @@ pub extern "C" fn linger_as_safe_enable() -> c_int {
 /// through. Not for programs.
 #[no_mangle]
 pub extern "C" fn linger_stand_aside() {
-    crate::signal::stand_aside();
+    crate::machine::signal::stand_aside();
 }
 
 /// Makes every other copy of linger loaded in the process stand aside. Two
@@ -132,7 +132,7 @@ fn result_to_c(r: Result<(), Error>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            crate::sys::set_errno(e.errno());
+            crate::base::sys::set_errno(e.errno());
             -1
         }
     }

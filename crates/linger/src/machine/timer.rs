@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::io;
 use std::sync::atomic::{compiler_fence, Ordering};
 
-use crate::thread::{ThreadState, NEVER};
+use crate::state::thread::{ThreadState, NEVER};
 
 struct TimerOwner(Cell<i32>);
 
@@ -35,7 +35,7 @@ impl Drop for TimerOwner {
         unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) };
         LIVE.fetch_sub(1, Ordering::Relaxed);
         // The id may be reused by the next timer anyone creates: forget it.
-        let ts = crate::thread::ts();
+        let ts = crate::state::thread::ts();
         ts.timer.set(-1);
         ts.ready.set(false);
         ts.armed.set(NEVER);
@@ -59,8 +59,8 @@ thread_local! {
 /// and re-arm it if the fork happened inside a preemptible function.
 /// Called by `fork`'s child handler, after `signal::after_fork_in_child`.
 pub(crate) fn after_fork_in_child() {
-    let ts = crate::thread::ts();
-    crate::monitor::after_fork_in_child(ts);
+    let ts = crate::state::thread::ts();
+    crate::machine::monitor::after_fork_in_child(ts);
     if ts.timer.get() < 0 {
         return; // this thread never used linger
     }
@@ -71,10 +71,10 @@ pub(crate) fn after_fork_in_child() {
     ts.armed.set(NEVER);
     LIVE.store(0, Ordering::Relaxed); // only this thread exists in the child
     let _ = OWNER.try_with(|o| o.0.set(-1));
-    if ensure(ts, crate::signal::number()).is_err() {
+    if ensure(ts, crate::machine::signal::number()).is_err() {
         return; // later launches report the error
     }
-    ts.ready.set(!crate::monitor::enabled());
+    ts.ready.set(!crate::machine::monitor::enabled());
     let current = ts.current.get();
     if !current.is_null() {
         // SAFETY: `current` is a live frame: the child runs the same code.
@@ -158,7 +158,7 @@ fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
         it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
         it_value: libc::timespec { tv_sec: (d / 1_000_000_000) as i64, tv_nsec: (d % 1_000_000_000) as i64 },
     };
-    let t0 = crate::thread::now_ns();
+    let t0 = crate::state::thread::now_ns();
     // SAFETY: timer id owned by this thread; valid itimerspec; old value not requested.
     let r = unsafe {
         libc::syscall(
@@ -175,7 +175,7 @@ fn arm_slow(ts: &ThreadState, deadline: u64) -> io::Result<()> {
     }
     // Track what arming costs here (a near deadline can need a VM exit): the
     // handler never re-arms closer than the base retry plus this.
-    let t1 = crate::clock::read_anchored(ts);
+    let t1 = crate::machine::clock::read_anchored(ts);
     ts.armed_at.set(t1);
     let cost = t1.saturating_sub(t0).min(1_000_000);
     let old = ts.arm_cost.get();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use corosensei::trap::CoroutineTrapHandler;
 
-use crate::stats::StatCells;
+use crate::state::stats::StatCells;
 use crate::state::outcome::Outcome;
 
 /// No FP control state recorded (`switch::FpControl::NONE`).
@@ -287,7 +287,7 @@ pub(crate) struct ThreadState {
     pub reader: Cell<Option<&'static crate::state::reader::Reader>>,
     pub stats: StatCells,
     /// This thread's most recent preemption (`crate::last_preemption`).
-    pub last_preemption: Cell<Option<crate::stats::Preemption>>,
+    pub last_preemption: Cell<Option<crate::state::stats::Preemption>>,
     /// Addresses of this thread's C++ exception globals and errno, or 0
     /// until first needed (see `flow`).
     pub cxa_globals: Cell<usize>,
@@ -382,12 +382,12 @@ pub(crate) fn now_ns() -> u64 {
 /// The calling thread's most recent preemption, if any: after a `resume`
 /// that came back preempted, how late and whether deferred (what a
 /// scheduler reports per task; the counters here are per thread).
-pub fn last_preemption() -> Option<crate::stats::Preemption> {
+pub fn last_preemption() -> Option<crate::state::stats::Preemption> {
     ts().last_preemption.get()
 }
 
 /// Counters of the calling thread.
-pub fn stats() -> crate::stats::Stats {
+pub fn stats() -> crate::state::stats::Stats {
     ts().stats.snapshot()
 }
 
@@ -403,6 +403,6 @@ pub fn reset_stats() {
 /// Counts a libset reset on the calling thread.
 pub(crate) fn record_libset_reset(_ns: u64, blocks: u64) {
     let s = &ts().stats;
-    crate::stats::bump(&s.libset_resets);
+    crate::state::stats::bump(&s.libset_resets);
     s.libset_blocks_freed.set(s.libset_blocks_freed.get() + blocks);
 }

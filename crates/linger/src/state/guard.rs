@@ -10,8 +10,8 @@
 
 use std::sync::atomic::{compiler_fence, Ordering};
 
-use crate::hook::Hook;
-use crate::thread::{ts, ThreadState};
+use crate::base::hook::Hook;
+use crate::state::thread::{ts, ThreadState};
 
 /// What takes a pending preemption at the end of the outermost scope
 /// (none until the handler is installed, when nothing can be pending).

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, 
 use std::sync::{Mutex, MutexGuard};
 
 use crate::state::slot::Slot;
-use crate::thread::{now_ns, ThreadState, NEVER};
+use crate::state::thread::{now_ns, ThreadState, NEVER};
 
 /// Monitor timekeeping is on (set once, when the runtime starts).
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -213,7 +213,7 @@ pub(crate) fn from_monitor(info: &libc::siginfo_t) -> bool {
     // SAFETY: siginfo_t is 128 bytes; an SI_QUEUE siginfo has the layout of
     // `QueueInfo` (checked by the size assertion below).
     let q = unsafe { &*(info as *const libc::siginfo_t as *const QueueInfo) };
-    q.value == COOKIE.load(Ordering::Relaxed) && crate::signal::is_owner_pid(q.pid)
+    q.value == COOKIE.load(Ordering::Relaxed) && crate::machine::signal::is_owner_pid(q.pid)
 }
 
 const _: () = assert!(std::mem::size_of::<QueueInfo>() == std::mem::size_of::<libc::siginfo_t>());
@@ -244,7 +244,7 @@ fn ensure_running(signo: i32) -> io::Result<()> {
     // The monitor thread starts with every signal blocked (it inherits this
     // thread's mask): the program's process-directed signals must go to its
     // own threads, and ours are never aimed at it.
-    let Some(sigmask) = crate::signal::real_pthread_sigmask() else {
+    let Some(sigmask) = crate::machine::signal::real_pthread_sigmask() else {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     };
     // SAFETY: local sigsets with valid pointers.
@@ -280,7 +280,7 @@ impl Drop for SlotOwner {
         if unsafe { libc::gettid() == libc::getpid() } {
             return;
         }
-        let ts = crate::thread::ts();
+        let ts = crate::state::thread::ts();
         let Some(s) = slot(ts) else { return };
         ts.slot.set(ptr::null());
         ts.ready.set(false);

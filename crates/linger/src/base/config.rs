@@ -133,28 +133,28 @@ impl Config {
     /// Defaults overridden by the `LINGER_*` environment variables.
     pub fn from_env() -> Result<Config, Error> {
         let mut c = Config::default();
-        if let Some(v) = crate::glibc::var("LINGER_SIGNAL") {
+        if let Some(v) = crate::base::glibc::var("LINGER_SIGNAL") {
             let n = v.trim().parse::<i32>().map_err(|_| Error::Config(format!("LINGER_SIGNAL={v:?} is not a number")))?;
             c = c.signal(n)?;
         }
-        if let Some(v) = crate::glibc::var("LINGER_STACK_SIZE") {
+        if let Some(v) = crate::base::glibc::var("LINGER_STACK_SIZE") {
             let n = parse_size(&v).ok_or_else(|| Error::Config(format!("LINGER_STACK_SIZE={v:?} is not a size")))?;
             c = c.stack_size(n)?;
         }
-        if let Some(v) = crate::glibc::var("LINGER_RETRY_US") {
+        if let Some(v) = crate::base::glibc::var("LINGER_RETRY_US") {
             let n = v.trim().parse::<u64>().map_err(|_| Error::Config(format!("LINGER_RETRY_US={v:?} is not a number")))?;
             c.retry = Duration::from_micros(n.clamp(1, 100_000));
         }
-        if let Some(v) = crate::glibc::var("LINGER_PREEMPTIBLE_LIBS") {
+        if let Some(v) = crate::base::glibc::var("LINGER_PREEMPTIBLE_LIBS") {
             c.preemptible_libs = list(&v);
         }
-        if let Some(v) = crate::glibc::var("LINGER_DEFER_SYMBOLS") {
+        if let Some(v) = crate::base::glibc::var("LINGER_DEFER_SYMBOLS") {
             c.defer_symbols = list(&v);
         }
-        if let Some(v) = crate::glibc::var("LINGER_RETURN_TRAP") {
+        if let Some(v) = crate::base::glibc::var("LINGER_RETURN_TRAP") {
             c.return_traps = v.trim() != "0";
         }
-        if let Some(v) = crate::glibc::var("LINGER_TIMEKEEPING") {
+        if let Some(v) = crate::base::glibc::var("LINGER_TIMEKEEPING") {
             c.timekeeping = Timekeeping::parse(&v)?;
         }
         Ok(c)
@@ -263,7 +263,7 @@ pub(crate) fn signal_if_known() -> i32 {
 
 /// `LINGER_SIGNAL` as a plain decimal number, parsed without allocating.
 fn env_signal() -> Option<i32> {
-    let v = crate::glibc::env_bytes(b"LINGER_SIGNAL")?.trim_ascii();
+    let v = crate::base::glibc::env_bytes(b"LINGER_SIGNAL")?.trim_ascii();
     if v.is_empty() || v.len() > 3 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering}
 
 use libc::{c_int, c_void, sighandler_t, sigset_t};
 
-use crate::signal::{preemption_signal, real_sigaction};
-use crate::thread::ts;
+use crate::machine::signal::{preemption_signal, real_sigaction};
+use crate::state::thread::ts;
 
 /// libas-safe's hold mode is on in this process (set by
 /// `deferral::hold_program_signals`): the program's handlers run with the
@@ -104,15 +104,15 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
         }
         return;
     }
-    crate::thread::signal_counts(ts()).bump_theirs(SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_RESTART != 0);
+    crate::state::thread::signal_counts(ts()).bump_theirs(SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_RESTART != 0);
     if !uc.is_null() {
         // The mask the kernel would have set for this handler: the
         // interrupted code's plus the handler's `sa_mask` (the preemption
         // handler's own holds every program signal).
-        let mut m = SHADOW_MASK[0].load(Ordering::Relaxed) & !crate::sigmask::bit(sig);
+        let mut m = SHADOW_MASK[0].load(Ordering::Relaxed) & !crate::machine::sigmask::bit(sig);
         // SAFETY: the kernel passes a valid ucontext to SA_SIGINFO handlers.
-        m |= crate::sigmask::word(unsafe { &(*(uc as *const libc::ucontext_t)).uc_sigmask });
-        crate::sigmask::set(m);
+        m |= crate::machine::sigmask::word(unsafe { &(*(uc as *const libc::ucontext_t)).uc_sigmask });
+        crate::machine::sigmask::set(m);
     }
     if SHADOW_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
@@ -136,8 +136,8 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
 /// copy's `printf` (the program's libc is where handlers are held).
 #[inline(always)]
 fn as_program_handler(run: impl FnOnce()) {
-    let c = crate::thread::signal_counts(ts());
-    let prev = c.handler_sp.replace(crate::switch::stack_pointer());
+    let c = crate::state::thread::signal_counts(ts());
+    let prev = c.handler_sp.replace(crate::machine::switch::stack_pointer());
     if holding() {
         let libset = gotcha::set_current_libset(0);
         run();
@@ -147,7 +147,7 @@ fn as_program_handler(run: impl FnOnce()) {
     }
     // The counts of the same flow (`ts()` again: the function may have been
     // stopped inside the handler and resumed on another thread).
-    crate::thread::signal_counts(ts()).handler_sp.set(prev);
+    crate::state::thread::signal_counts(ts()).handler_sp.set(prev);
 }
 
 /// Deepest a handler's call to the runtime may be below its entry: an
@@ -165,7 +165,7 @@ const MAX_HANDLER_DEPTH: usize = 1 << 20;
 #[inline]
 pub(crate) fn in_program_handler() -> bool {
     // The caller's side of an entry point, before any switch.
-    let c = crate::thread::signal_counts(crate::thread::ts_caller());
+    let c = crate::state::thread::signal_counts(crate::state::thread::ts_caller());
     let h = c.handler_sp.get();
     if h == 0 {
         return false;
@@ -175,8 +175,8 @@ pub(crate) fn in_program_handler() -> bool {
 
 #[cold]
 #[inline(never)]
-fn below_handler_mark(c: &crate::thread::SignalCounts, h: usize) -> bool {
-    let sp = crate::switch::stack_pointer();
+fn below_handler_mark(c: &crate::state::thread::SignalCounts, h: usize) -> bool {
+    let sp = crate::machine::switch::stack_pointer();
     if sp < h && h - sp < MAX_HANDLER_DEPTH {
         return true;
     }
@@ -208,7 +208,7 @@ pub(crate) fn program_action(sig: c_int) -> Option<Action> {
 
 /// Runs the program's handler `a` for `sig`, counted as the program's.
 pub(crate) fn run_program_handler(sig: c_int, a: &Action, info: *mut libc::siginfo_t, uc: *mut c_void) {
-    crate::thread::signal_counts(ts()).bump_theirs(a.flags & libc::SA_RESTART != 0);
+    crate::state::thread::signal_counts(ts()).bump_theirs(a.flags & libc::SA_RESTART != 0);
     if a.flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the program installed this as an SA_SIGINFO handler.
         let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(a.handler) };

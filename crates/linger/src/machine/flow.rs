@@ -27,7 +27,7 @@
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use crate::state::saved::{Saved, CXA_WORDS};
-use crate::thread::ThreadState;
+use crate::state::thread::ThreadState;
 
 /// `__cxa_get_globals`, or 0 when no C++ runtime is loaded.
 static CXA_GET_GLOBALS: AtomicUsize = AtomicUsize::new(0);
@@ -218,7 +218,7 @@ fn exchange(t: &ThreadState, out: &Saved, into: &Saved) {
         out.errno.set(*e);
         *e = into.errno.get();
     }
-    out.chain.set(crate::exit::exchange_chain(into.chain.get()));
+    out.chain.set(crate::machine::exit::exchange_chain(into.chain.get()));
     if into.cleanup_too {
         out.cleanup.set(exchange_cleanup(into.cleanup.get()));
     }

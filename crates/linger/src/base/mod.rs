@@ -1,0 +1,8 @@
+//! The base: errors, configuration, glibc facts, plain libc helpers and
+//! hooks. Imports nothing else of the crate.
+
+pub mod glibc;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod hook;
+pub(crate) mod sys;
