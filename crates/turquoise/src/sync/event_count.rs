@@ -46,13 +46,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::ec_word::{self, SLEEPERS, VERSION};
 use super::fence;
-
-/// The "someone sleeps" flag, in the word's top (sign) bit.
-const SLEEPERS: u32 = 1 << 31;
-
-/// The version's bits, below the flag.
-const VERSION: u32 = !SLEEPERS;
 
 /// How many times a waiter looks at the word before it sets the flag.
 const SPINS: u32 = 64;
@@ -167,37 +162,9 @@ impl Versions {
         None
     }
 
-    /// Gets ready to sleep on version `old`: `Some(new version)` if it has
-    /// changed, `None` when the word holds `old` with the flag set and any
-    /// later increment will see the flag.
+    /// Gets ready to sleep on version `old` (`ec_word::arm`).
     fn arm(&self, old: u32) -> Option<u32> {
-        let flagged = old | SLEEPERS;
-        let mut cur = self.word.load(Ordering::Acquire);
-        loop {
-            if cur & VERSION != old {
-                return Some(cur & VERSION);
-            }
-            if cur & SLEEPERS == 0 {
-                if let Err(now) = self.word.compare_exchange_weak(cur, flagged, Ordering::AcqRel, Ordering::Acquire) {
-                    cur = now;
-                    continue;
-                }
-            }
-            if !self.plain {
-                // Every increment is an atomic read-modify-write of the
-                // word: it comes after the flag in the word's order and sees it.
-                return None;
-            }
-            // A plain increment may have read the word before the flag was
-            // set and write over it. After this barrier such an increment
-            // has written (and the load below sees a new version), and any
-            // later one reads the flag.
-            fence::heavy();
-            cur = self.word.load(Ordering::Acquire);
-            if cur == flagged {
-                return None;
-            }
-        }
+        ec_word::arm(&self.word, old, self.plain.then_some(fence::heavy as fn()))
     }
 
     /// The OS thread's wait: sleeps on the word until the version changes
@@ -227,7 +194,7 @@ impl Versions {
         // Cleared before the wake: a waiter whose futex wait starts later
         // finds the word changed; one that set the flag since (on the new
         // version) finds it cleared and sets it again.
-        self.word.fetch_and(VERSION, Ordering::AcqRel);
+        ec_word::clear_flag(&self.word);
         futex_wake(&self.word);
         let wakers = linger::critical(|| std::mem::take(&mut *self.lock()));
         for (_, w) in wakers {
@@ -352,8 +319,8 @@ impl EventCount {
     #[inline]
     pub fn add(&self, n: u32) -> u32 {
         let n = n & VERSION;
-        let old = self.versions.word.fetch_add(n, Ordering::AcqRel);
-        if owes_wake(old, n) {
+        let (old, owes) = ec_word::add(&self.versions.word, n);
+        if owes {
             self.versions.wake_all();
         }
         old & VERSION
@@ -420,18 +387,9 @@ impl Producer {
     }
 }
 
-/// Whether an add of `n` (below 2^31) to the word `old` owes a wake-up:
-/// the flag was set before it (whether the add carried out of the word,
-/// clearing it, or not) or is set after it (the version wrapped around
-/// into it; the wake clears it).
-#[inline(always)]
-fn owes_wake(old: u32, n: u32) -> bool {
-    (old | old.wrapping_add(n)) & SLEEPERS != 0
-}
-
 /// Adds `n` (below 2^31) to the word of `v` in one instruction that is not
 /// atomic with respect to the other CPUs (they may write between its load
-/// and its store), and wakes as [`owes_wake`] says.
+/// and its store), and wakes as `ec_word::owes_wake` says.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn plain_add(v: &Versions, n: u32) {
@@ -463,8 +421,7 @@ fn plain_add(v: &Versions, n: u32) {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn plain_add(v: &Versions, n: u32) {
-    let old = v.word.fetch_add(n, Ordering::AcqRel);
-    if owes_wake(old, n) {
+    if ec_word::add(&v.word, n).1 {
         v.wake_all();
     }
 }

@@ -32,6 +32,7 @@
 //! block on that lock: see `docs/safety.md`, "Synchronisation".
 
 mod condvar;
+mod ec_word;
 pub mod event_count;
 pub mod fence;
 pub mod hazard;
