@@ -2,6 +2,7 @@
 //! hooks. Imports nothing else of the crate.
 
 pub mod glibc;
+pub(crate) mod arch;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod hook;

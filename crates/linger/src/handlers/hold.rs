@@ -182,7 +182,7 @@ enum Verdict {
 
 fn judge(st: &State, uc: &libc::ucontext_t) -> Verdict {
     let g = &uc.uc_mcontext.gregs;
-    let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
+    let (pc, sp) = (g[crate::base::arch::REG_PC] as usize, g[crate::base::arch::REG_SP] as usize);
     let Some(table) = ranges::read() else { return Verdict::Unknown };
     let in_pc = table.must_defer(pc);
     let by_pc = if in_pc { Verdict::Deferred { patch: None } } else { Verdict::Clear };
@@ -358,7 +358,7 @@ fn ring(st: &State) -> impl Iterator<Item = Held> + '_ {
 /// chain), with a timer behind it; or by timer retries where no trap can
 /// be set. Called with `busy` set.
 fn wake_later(st: &State, verdict: Verdict, uc: &libc::ucontext_t) {
-    let (pc, sp) = (uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize, uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize);
+    let (pc, sp) = (uc.uc_mcontext.gregs[crate::base::arch::REG_PC] as usize, uc.uc_mcontext.gregs[crate::base::arch::REG_SP] as usize);
     if st.trap_slot.get() != 0 {
         if trap_alive(st, pc, sp) {
             return backstop(st, true);
@@ -516,7 +516,7 @@ fn flush(st: &State, mut ctx: Context) {
     let program = here & !st.blocked.get();
     let marker = MARKER.fetch_add(1, Ordering::Relaxed);
     let mark = std::hint::black_box(&marker) as *const u64 as usize;
-    let sp = crate::machine::switch::stack_pointer();
+    let sp = crate::base::arch::stack_pointer();
     let outer_flush = st.delivering.get();
     let (at, value, below) = outer_flush;
     // That flush is still under way: its marker is still there. (It is on
@@ -635,8 +635,8 @@ impl Fake {
         self.fp.cwd = 0x37f;
         self.fp.mxcsr = 0x1f80;
         self.uc.uc_mcontext.fpregs = &mut self.fp;
-        self.uc.uc_mcontext.gregs[libc::REG_RIP as usize] = pc as i64;
-        self.uc.uc_mcontext.gregs[libc::REG_RSP as usize] = sp as i64;
+        self.uc.uc_mcontext.gregs[crate::base::arch::REG_PC] = pc as i64;
+        self.uc.uc_mcontext.gregs[crate::base::arch::REG_SP] = sp as i64;
         // SAFETY: the first word of glibc's sigset_t is the kernel's mask.
         unsafe { *(&mut self.uc.uc_sigmask as *mut libc::sigset_t as *mut u64) = mask };
         &mut self.uc as *mut libc::ucontext_t as *mut c_void

@@ -188,7 +188,7 @@ enum Fault {
 fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
     let (lo, hi) = f.reserve;
     let entry = f.entry_sp.get();
-    let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+    let sp = uc.uc_mcontext.gregs[crate::base::arch::REG_SP] as usize;
     if f.reserve_open.get() || f.overflow_due.get() || addr < lo || addr >= hi || entry == 0 || sp < lo || sp >= entry {
         return false;
     }
@@ -202,7 +202,7 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
         return false;
     }
     f.reserve_open.set(true);
-    let pc = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    let pc = uc.uc_mcontext.gregs[crate::base::arch::REG_PC] as usize;
     let walk = || {
         // A reading section (see `ranges.rs`): a `dlclose` on another
         // thread waits for it before unmapping what the walk reads. Opened
@@ -295,7 +295,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
         // program signal's is lost, and the stack counts as exhausted.
         // SAFETY: valid siginfo/ucontext from the kernel.
         let (code, sp) = unsafe {
-            ((*info).si_code, (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize)
+            ((*info).si_code, (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs[crate::base::arch::REG_SP] as usize)
         };
         let frame_did_not_fit = code == libc::SI_KERNEL && sp >= f.guard.0 && sp < f.stack_lo + 32 * 1024;
         // SAFETY: valid ucontext from the kernel.
@@ -326,11 +326,11 @@ Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
                 unsafe {
                     let regs = trap.setup_trap_handler(|| Outcome::Overflowed);
                     let g = &mut (*(uc as *mut libc::ucontext_t)).uc_mcontext.gregs;
-                    g[libc::REG_RIP as usize] = regs.rip as i64;
-                    g[libc::REG_RSP as usize] = regs.rsp as i64;
-                    g[libc::REG_RBP as usize] = regs.rbp as i64;
-                    g[libc::REG_RDI as usize] = regs.rdi as i64;
-                    g[libc::REG_RSI as usize] = regs.rsi as i64;
+                    g[crate::base::arch::REG_PC] = regs.rip as i64;
+                    g[crate::base::arch::REG_SP] = regs.rsp as i64;
+                    g[crate::base::arch::REG_FP] = regs.rbp as i64;
+                    g[crate::base::arch::REG_ARG1] = regs.rdi as i64;
+                    g[crate::base::arch::REG_ARG2] = regs.rsi as i64;
                 }
                 return;
             }

@@ -204,7 +204,7 @@ unsafe fn switch_out(
     f.unwindable.set(unwindable);
     f.ucontext.set(uc);
     f.reason.set(why);
-    f.stopped_sp.set(switch::stack_pointer());
+    f.stopped_sp.set(crate::base::arch::stack_pointer());
     // The caller gets the function's signal mask, as before the switch; with
     // `hold_signals` plus the program's signals, until it resumes us.
     // SAFETY: a non-null `uc` is the live signal context of this handler.
@@ -446,33 +446,15 @@ pub(crate) fn can_pause_here() -> bool {
 #[inline(never)]
 fn judge_here(f: &Frame) -> Verdict {
     use crate::judgement::unwind::{memo_clear, walk_here};
-    let (rip, rsp, rbp, rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64, u64, u64, u64);
-    // SAFETY: only reads registers. The program counter and stack pointer
-    // are read together, inside this function's body (no stack adjustment
-    // between them), so the frame description at `rip` applies to `rsp`;
-    // the callee-saved registers are what its callers' frames may rely on.
-    unsafe {
-        std::arch::asm!(
-            "lea {rip}, [rip]",
-            "mov {rsp}, rsp",
-            "mov {rbp}, rbp",
-            "mov {rbx}, rbx",
-            "mov {r12}, r12",
-            "mov {r13}, r13",
-            "mov {r14}, r14",
-            "mov {r15}, r15",
-            rip = out(reg) rip, rsp = out(reg) rsp, rbp = out(reg) rbp, rbx = out(reg) rbx,
-            r12 = out(reg) r12, r13 = out(reg) r13, r14 = out(reg) r14, r15 = out(reg) r15,
-            options(nomem, nostack, preserves_flags),
-        );
-    }
-    let sp = rsp as usize;
+    // Inlined: the registers are this function's own, its program counter
+    // and stack pointer read together (see `arch::registers_here`).
+    let regs = crate::base::arch::registers_here();
+    let sp = regs[1] as usize;
     let entry = f.entry_sp.get();
     let lo = f.floor(); // below `stack_lo` once an overflow opened the reserve
     if entry == 0 || sp < lo || sp >= entry {
         return NOT_NOW; // on another stack (a program handler's alternate one)
     }
-    let regs = [rip, rsp, rbp, rbx, r12, r13, r14, r15];
     // The walks run on the stack of the thread that resumed the function
     // (they take several KiB, which would stay resident in every parked
     // green thread); the register capture above and the memo check stay
@@ -691,7 +673,7 @@ pub(crate) fn lost_timer_signal(info: *const libc::siginfo_t, uc: *const libc::c
         return false;
     }
     // SAFETY: `current` is a live frame while set; valid ucontext from the kernel.
-    let (f, sp) = unsafe { (&*frame, (*(uc as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as usize) };
+    let (f, sp) = unsafe { (&*frame, (*(uc as *const libc::ucontext_t)).uc_mcontext.gregs[crate::base::arch::REG_SP] as usize) };
     let now = now_ns();
     // Only near the bottom of the function's stack, and only once the timer
     // is due (or the monitor signalled): a general protection fault (also
@@ -774,7 +756,7 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     // SAFETY: `current` is a live frame while set; valid siginfo and
     // ucontext from the kernel.
     let (f, addr, uc) = unsafe { (&*frame, (*info).si_addr() as usize, &mut *(uc as *mut libc::ucontext_t)) };
-    let sp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
+    let sp = uc.uc_mcontext.gregs[crate::base::arch::REG_SP] as usize;
     let in_guard = addr < f.guard.1 && addr + 64 * 1024 >= f.guard.0;
     if !in_guard || sp < f.guard.0 || sp >= f.stack_hi {
         return false;
@@ -798,8 +780,8 @@ pub(crate) fn handler_out_of_stack(info: *const libc::siginfo_t, uc: *mut libc::
     // handler's `ret`.
     let restorer = unsafe { *((huc - 8) as *const usize) };
     let g = &mut uc.uc_mcontext.gregs;
-    g[libc::REG_RIP as usize] = restorer as i64;
-    g[libc::REG_RSP as usize] = huc as i64;
+    g[crate::base::arch::REG_PC] = restorer as i64;
+    g[crate::base::arch::REG_SP] = huc as i64;
     f.handler_uc.set(0);
     ts.defer.set(d);
     if huc_recorded && !f.handler_reading.get() {
@@ -857,7 +839,7 @@ fn entering_handler(ts: &ThreadState, f: &Frame, sp: usize) -> Option<usize> {
         let (info, isp, fp) = unsafe {
             let info = &*((cand + KERNEL_UCONTEXT) as *const libc::siginfo_t);
             let u = &*(cand as *const libc::ucontext_t);
-            (info, u.uc_mcontext.gregs[libc::REG_RSP as usize] as usize, u.uc_mcontext.fpregs as usize)
+            (info, u.uc_mcontext.gregs[crate::base::arch::REG_SP] as usize, u.uc_mcontext.fpregs as usize)
         };
         let due = (timer_due && info.si_code == libc::SI_TIMER) || (kicked && monitor::from_monitor(info));
         if info.si_signo == signo && due && isp > cand && isp <= f.stack_hi && fp > cand && fp < isp {
@@ -900,7 +882,7 @@ fn judge(frame: &Frame, uc: &libc::ucontext_t) -> Verdict {
     use crate::judgement::unwind::{walk, Chain};
     let Some(table) = ranges::read() else { return NOT_NOW };
     let g = &uc.uc_mcontext.gregs;
-    let (pc, sp) = (g[libc::REG_RIP as usize] as usize, g[libc::REG_RSP as usize] as usize);
+    let (pc, sp) = (g[crate::base::arch::REG_PC] as usize, g[crate::base::arch::REG_SP] as usize);
     let entry = frame.entry_sp.get();
     // `floor`: with its reserve opened by an overflow in library code, the
     // function runs below its usable stack until that code returns.
@@ -1013,8 +995,8 @@ pub(crate) fn may_trap(code: usize) -> bool {
 /// blocking call? (Same test as `interrupt_blocked_call`.)
 fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
     let g = &uc.uc_mcontext.gregs;
-    let pc = g[libc::REG_RIP as usize] as usize;
-    let sp = g[libc::REG_RSP as usize] as usize;
+    let pc = g[crate::base::arch::REG_PC] as usize;
+    let sp = g[crate::base::arch::REG_SP] as usize;
     let b = f.blocking_sp.get();
     if b == 0 || sp >= b || b - sp > MAX_SYSCALL_DEPTH || sp < f.stack_lo {
         return false;
@@ -1035,14 +1017,14 @@ fn blocked_in_call(f: &Frame, uc: &libc::ucontext_t) -> bool {
 /// the return trap stops the function when the call returns.
 fn waiting_in_kernel(uc: &libc::ucontext_t) -> bool {
     let g = &uc.uc_mcontext.gregs;
-    let pc = g[libc::REG_RIP as usize] as usize;
+    let pc = g[crate::base::arch::REG_PC] as usize;
     // Code bytes are read inside a reading section (see `ranges.rs`).
     let Some(t) = ranges::read() else { return false };
     if !t.is_known(pc) {
         return false;
     }
     ranges::at_syscall_instruction(pc)
-        || (g[libc::REG_RAX as usize] == -(libc::EINTR as i64) && ranges::at_syscall(pc))
+        || (g[crate::base::arch::REG_RET] == -(libc::EINTR as i64) && ranges::at_syscall(pc))
 }
 
 /// An interposed blocking call returns to the program: if its function's
@@ -1071,8 +1053,8 @@ const MAX_SYSCALL_DEPTH: usize = 768;
 
 fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
     let g = &mut uc.uc_mcontext.gregs;
-    let pc = g[libc::REG_RIP as usize] as usize;
-    let sp = g[libc::REG_RSP as usize] as usize;
+    let pc = g[crate::base::arch::REG_PC] as usize;
+    let sp = g[crate::base::arch::REG_SP] as usize;
     let b = f.blocking_sp.get();
     // The system call must be the one the interposer made: libc's wrapper
     // runs a few dozen bytes below it (48 for `read`). A program handler
@@ -1086,8 +1068,8 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
     if !table.is_known(pc) || !ranges::at_syscall_instruction(pc) {
         return;
     }
-    g[libc::REG_RAX as usize] = -(libc::EINTR as i64);
-    g[libc::REG_RIP as usize] = (pc + 2) as i64;
+    g[crate::base::arch::REG_RET] = -(libc::EINTR as i64);
+    g[crate::base::arch::REG_PC] = (pc + crate::base::arch::SYSCALL_LEN) as i64;
 }
 
 
@@ -1100,10 +1082,8 @@ fn interrupt_blocked_call(f: &Frame, uc: &mut libc::ucontext_t) {
 /// `a` is an 8-byte aligned address of mapped, readable memory.
 #[inline(always)]
 unsafe fn stack_word(a: usize) -> usize {
-    let w: usize;
-    // SAFETY: by the caller: a readable, aligned word; the asm only loads it.
-    unsafe { std::arch::asm!("mov {w}, qword ptr [{a}]", a = in(reg) a, w = out(reg) w, options(nostack, preserves_flags, readonly)) };
-    w
+    // SAFETY: by the caller.
+    unsafe { crate::base::arch::load_word(a) }
 }
 
 /// The conservative check: no word of the live stack in `[from, entry)` looks

@@ -137,7 +137,7 @@ pub(crate) fn deliver_to_program(sig: c_int, info: *mut libc::siginfo_t, uc: *mu
 #[inline(always)]
 fn as_program_handler(run: impl FnOnce()) {
     let c = crate::state::thread::signal_counts(ts());
-    let prev = c.handler_sp.replace(crate::machine::switch::stack_pointer());
+    let prev = c.handler_sp.replace(crate::base::arch::stack_pointer());
     if holding() {
         let libset = gotcha::set_current_libset(0);
         run();
@@ -176,7 +176,7 @@ pub(crate) fn in_program_handler() -> bool {
 #[cold]
 #[inline(never)]
 fn below_handler_mark(c: &crate::state::thread::SignalCounts, h: usize) -> bool {
-    let sp = crate::machine::switch::stack_pointer();
+    let sp = crate::base::arch::stack_pointer();
     if sp < h && h - sp < MAX_HANDLER_DEPTH {
         return true;
     }

@@ -6,7 +6,7 @@
 
 use libc::c_int;
 
-use crate::machine::switch::stack_pointer;
+use crate::base::arch::stack_pointer;
 use crate::base::sys::{errno, set_errno};
 use crate::state::thread::ts;
 

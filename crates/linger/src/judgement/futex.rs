@@ -279,8 +279,8 @@ fn in_entry(code: &Code, at: usize) -> bool {
 /// Async-signal-safe.
 fn at_futex_wait(table: &Table, uc: &libc::ucontext_t) -> bool {
     let g = &uc.uc_mcontext.gregs;
-    let pc = g[libc::REG_RIP as usize] as usize;
-    let rax = g[libc::REG_RAX as usize];
+    let pc = g[crate::base::arch::REG_PC] as usize;
+    let rax = g[crate::base::arch::REG_RET];
     // The code bytes are read inside the handler's reading section of the
     // table (see `ranges.rs`), and only in objects it knows.
     let futex = if rax == libc::SYS_futex {
@@ -298,7 +298,7 @@ fn at_futex_wait(table: &Table, uc: &libc::ucontext_t) -> bool {
         false
     };
     const OP_MASK: i64 = !((libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME) as i64);
-    let op = g[libc::REG_RSI as usize] & OP_MASK;
+    let op = g[crate::base::arch::REG_ARG2] & OP_MASK;
     futex && (op == libc::FUTEX_WAIT as i64 || op == libc::FUTEX_WAIT_BITSET as i64)
 }
 

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
+use crate::base::arch::{SYSCALL, SYSCALL_LEN};
 use crate::state::reader::Reader;
 use crate::base::config::Config;
 
@@ -431,9 +432,9 @@ pub(crate) fn at_syscall(pc: usize) -> bool {
     // executable segment (checked by the caller), and a syscall instruction
     // never starts a segment.
     unsafe {
-        let here = std::slice::from_raw_parts(pc as *const u8, 2);
-        let before = std::slice::from_raw_parts((pc - 2) as *const u8, 2);
-        here == [0x0F, 0x05] || before == [0x0F, 0x05]
+        let here = std::slice::from_raw_parts(pc as *const u8, SYSCALL_LEN);
+        let before = std::slice::from_raw_parts((pc - SYSCALL_LEN) as *const u8, SYSCALL_LEN);
+        here == SYSCALL || before == SYSCALL
     }
 }
 
@@ -441,7 +442,7 @@ pub(crate) fn at_syscall(pc: usize) -> bool {
 /// the kernel rewound to restart it)?
 pub(crate) fn at_syscall_instruction(pc: usize) -> bool {
     // SAFETY: as in `at_syscall`.
-    unsafe { std::slice::from_raw_parts(pc as *const u8, 2) == [0x0F, 0x05] }
+    unsafe { std::slice::from_raw_parts(pc as *const u8, SYSCALL_LEN) == SYSCALL }
 }
 
 /// The published table's generation, or 0 if there is none. Only compared:

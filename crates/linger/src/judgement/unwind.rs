@@ -261,32 +261,7 @@ pub(crate) fn prepare_thread() -> Result<(), crate::Error> {
     Ok(())
 }
 
-const RSP: usize = 7;
-const RA: usize = 16;
-
-fn regs_from(uc: &libc::ucontext_t) -> [u64; NREGS] {
-    let g = &uc.uc_mcontext.gregs;
-    let r = |i: libc::c_int| g[i as usize] as u64;
-    [
-        r(libc::REG_RAX),
-        r(libc::REG_RDX),
-        r(libc::REG_RCX),
-        r(libc::REG_RBX),
-        r(libc::REG_RSI),
-        r(libc::REG_RDI),
-        r(libc::REG_RBP),
-        r(libc::REG_RSP),
-        r(libc::REG_R8),
-        r(libc::REG_R9),
-        r(libc::REG_R10),
-        r(libc::REG_R11),
-        r(libc::REG_R12),
-        r(libc::REG_R13),
-        r(libc::REG_R14),
-        r(libc::REG_R15),
-        r(libc::REG_RIP),
-    ]
-}
+use crate::base::arch::{dwarf_regs as regs_from, DWARF_RA as RA, DWARF_SP as RSP};
 
 /// Reads a word of the function's stack, or `None` outside it.
 fn read(lo: usize, hi: usize, addr: u64) -> Option<u64> {

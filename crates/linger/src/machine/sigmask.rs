@@ -65,24 +65,9 @@ fn sigprocmask(how: c_int, set: Option<u64>) -> u64 {
     let mut old = 0u64;
     let new = set.unwrap_or(0);
     let p = if set.is_some() { &new as *const u64 } else { std::ptr::null() };
-    // The system call itself, not libc's `syscall()`: a signal this change
-    // unblocks is delivered here, in linger's code, not inside libc (where
-    // `deferral` would hold it).
-    // SAFETY: rt_sigprocmask with valid 8-byte masks; the kernel clobbers
-    // only rax, rcx and r11.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_rt_sigprocmask => _,
-            in("rdi") how,
-            in("rsi") p,
-            in("rdx") &mut old as *mut u64,
-            in("r10") 8usize,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        )
-    };
+    // The system call itself, not libc's (see `arch::rt_sigprocmask`).
+    // SAFETY: `p` is null or points at `new`, `old` is ours; both 8 bytes.
+    unsafe { crate::base::arch::rt_sigprocmask(how, p, &mut old) };
     old
 }
 

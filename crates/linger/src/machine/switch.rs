@@ -62,18 +62,8 @@ impl FpControl {
 
     #[inline(always)]
     pub(crate) fn save() -> FpControl {
-        let mut c = FpControl { mxcsr: 0, fcw: 0 };
-        // SAFETY: stmxcsr/fnstcw only store the control registers to our locals.
-        unsafe {
-            std::arch::asm!(
-                "stmxcsr [{m}]",
-                "fnstcw [{f}]",
-                m = in(reg) &mut c.mxcsr,
-                f = in(reg) &mut c.fcw,
-                options(nostack, preserves_flags)
-            );
-        }
-        c
+        let (mxcsr, fcw) = crate::base::arch::fp_control();
+        FpControl { mxcsr, fcw }
     }
 
     /// Restores the saved control state where it is not already in place.
@@ -90,23 +80,14 @@ impl FpControl {
             let m = (self.mxcsr & !MXCSR_FLAGS) | (now.mxcsr & MXCSR_FLAGS);
             // SAFETY: control bits produced by `stmxcsr` with the current
             // flags: a valid MXCSR value.
-            unsafe { std::arch::asm!("ldmxcsr [{m}]", m = in(reg) &m, options(nostack, preserves_flags, readonly)) };
+            unsafe { crate::base::arch::load_mxcsr(m) };
         }
         if now.fcw != self.fcw {
-            // SAFETY: a control word produced by `fnstcw`.
-            unsafe { std::arch::asm!("fldcw [{f}]", f = in(reg) &self.fcw, options(nostack, preserves_flags, readonly)) };
+            crate::base::arch::load_fcw(self.fcw);
         }
     }
 }
 
-/// Current stack pointer.
-#[inline(always)]
-pub(crate) fn stack_pointer() -> usize {
-    let sp: usize;
-    // SAFETY: reads rsp into a register, no side effects.
-    unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
-    sp
-}
 
 /// Runs `f` on the stack of the thread that last resumed the running
 /// coroutine, below the point where that thread waits for it to switch

@@ -20,7 +20,8 @@ use crate::state::guard::Scope;
 use crate::handlers::preempt::{self, landed};
 use crate::machine::stack::PooledStack;
 use crate::state::stats::bump;
-use crate::machine::switch::{stack_pointer, Co, FpControl, Outcome, Yield};
+use crate::base::arch::stack_pointer;
+use crate::machine::switch::{Co, FpControl, Outcome, Yield};
 use crate::state::thread::{key_of, now_ns, thread_key, ts, ts_caller, Frame, Suspend, ThreadState, NEVER};
 use crate::{handlers::overflow, judgement::ranges, machine::timer, Error};
 

@@ -1,8 +1,8 @@
 //! The memo of a function's last clear walk (its behaviour is `unwind`'s):
 //! a type of the per-thread state, defined below it.
 
-/// DWARF register numbers of x86-64 in `ucontext_t` order.
-pub(crate) const NREGS: usize = 17;
+/// Registers a walk starts from (DWARF numbering).
+pub(crate) const NREGS: usize = crate::base::arch::DWARF_REGS;
 /// Stack words a memoised walk may have read.
 pub(crate) const MEMO_READS: usize = 24;
 
