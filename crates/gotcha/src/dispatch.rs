@@ -24,6 +24,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::arch::{fs_word, swap_fs_word};
 use crate::Error;
 
 /// Stubs (and table slots) available to the whole process.
@@ -77,42 +78,6 @@ fn tls_offset() -> isize {
     let o = unsafe { gotcha_tls_offset() };
     OFF.store(o as usize, Ordering::Relaxed);
     o
-}
-
-/// The word at `off` bytes from the thread pointer (the `fs` base; static
-/// TLS lies below it, the thread descriptor above).
-///
-/// # Safety
-/// `off` is the offset of a word of this thread's static TLS or thread
-/// descriptor.
-#[inline(always)]
-pub unsafe fn fs_word(off: isize) -> usize {
-    let v: usize;
-    // SAFETY: per the contract.
-    unsafe { core::arch::asm!("mov {v}, qword ptr fs:[{o}]", o = in(reg) off, v = out(reg) v, options(nostack, readonly, preserves_flags)) };
-    v
-}
-
-/// Stores `new` in the word at `off` bytes from the thread pointer and
-/// returns what it held. Not atomic with respect to signals: for words only
-/// this thread writes, which a handler that changes them puts back before it
-/// returns.
-///
-/// # Safety
-/// As [`fs_word`], and `new` is a value the word may hold.
-#[inline(always)]
-pub unsafe fn swap_fs_word(off: isize, new: usize) -> usize {
-    let old: usize;
-    // SAFETY: per the contract.
-    unsafe {
-        core::arch::asm!(
-            "mov {old}, qword ptr fs:[{o}]",
-            "mov qword ptr fs:[{o}], {new}",
-            o = in(reg) off, new = in(reg) new, old = out(reg) old,
-            options(nostack, preserves_flags),
-        )
-    };
-    old
 }
 
 /// This thread's libset (0: the program's own libraries).

@@ -31,6 +31,7 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("gotcha runs on x86-64 Linux only: its call stubs, relocation handling and trap-and-redirect are x86-64 code");
 
+mod arch;
 mod dispatch;
 mod elf;
 mod error;
@@ -42,7 +43,7 @@ mod relink;
 mod trap;
 
 pub use dispatch::current as current_libset;
-pub use dispatch::{fs_word, swap_fs_word};
+pub use arch::{fs_word, swap_fs_word};
 pub use error::Error;
 
 /// Makes `libset` this thread's current one; returns the previous one.

@@ -39,6 +39,7 @@ use std::sync::Mutex;
 
 use iced_x86::{Decoder, DecoderError, DecoderOptions, Instruction, OpKind, Register};
 
+use crate::arch::{greg, slot_of, Gregs};
 use crate::dispatch::{self, MAX_LIBSETS};
 use crate::Error;
 
@@ -290,36 +291,8 @@ unsafe fn decode_at(rip: usize) -> Option<Instruction> {
     }
 }
 
-type Gregs = [libc::greg_t; 23];
 /// Up to two registers to rewrite (`movs`, `cmps`: both RSI and RDI).
 type Rewrites = [Option<(libc::c_int, usize)>; 2];
-
-fn greg(g: &Gregs, r: libc::c_int) -> Option<usize> {
-    g.get(usize::try_from(r).ok()?).map(|&v| v as usize)
-}
-
-/// The `gregs` index of a 64-bit general-purpose register.
-fn slot_of(r: Register) -> Option<libc::c_int> {
-    Some(match r {
-        Register::RAX => libc::REG_RAX,
-        Register::RCX => libc::REG_RCX,
-        Register::RDX => libc::REG_RDX,
-        Register::RBX => libc::REG_RBX,
-        Register::RBP => libc::REG_RBP,
-        Register::RSI => libc::REG_RSI,
-        Register::RDI => libc::REG_RDI,
-        Register::R8 => libc::REG_R8,
-        Register::R9 => libc::REG_R9,
-        Register::R10 => libc::REG_R10,
-        Register::R11 => libc::REG_R11,
-        Register::R12 => libc::REG_R12,
-        Register::R13 => libc::REG_R13,
-        Register::R14 => libc::REG_R14,
-        Register::R15 => libc::REG_R15,
-        Register::RSP => libc::REG_RSP,
-        _ => return None,
-    })
-}
 
 /// A register holds the fake address `v`, and the operand computes `ea`
 /// from it: the variable, and what the register must hold instead for
