@@ -20,7 +20,7 @@
 
 #![allow(non_camel_case_types)]
 
-use crate::id_map::IdMap;
+use crate::base::id_map::IdMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};

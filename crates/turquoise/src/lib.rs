@@ -45,26 +45,22 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("turquoise runs on x86-64 Linux only, as linger, which it is built on");
 
-mod clock;
-mod context;
-mod counters;
+// The layers, bottom to top; each imports only from those below it
+// (`crates/layout-check/layers.txt`, `docs/layers.md`). The API is this
+// file, `thread/`, `sync/` and `ffi.rs`.
+mod base;
+mod preemptible;
+mod green;
+mod sched;
+
 pub mod ffi;
-mod future;
-mod join;
-mod home;
-mod pace;
-mod id_map;
-mod rules;
-mod runtime;
-mod scheduler;
 pub mod sync;
-mod task;
 pub mod thread;
 
-pub use counters::PollStats;
-pub use future::{preemptible, Preemptible, PreemptibleExt};
-pub use pace::DEFAULT_GRANULARITY;
-pub use runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
-pub use join::{AbortHandle, JoinHandle};
-pub use task::JoinError;
+pub use base::counters::PollStats;
+pub use preemptible::future::{preemptible, Preemptible, PreemptibleExt};
+pub use base::pace::DEFAULT_GRANULARITY;
+pub use sched::runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
+pub use sched::join::{AbortHandle, JoinHandle};
+pub use preemptible::task::JoinError;
 pub use turquoise_macros::main;

@@ -109,7 +109,7 @@ impl Versions {
             return Some(v);
         }
         let deadline = Instant::now().checked_add(timeout);
-        let timed_green = crate::thread::current().is_some() && crate::context::drivers().is_some_and(|d| d.time);
+        let timed_green = crate::thread::current().is_some() && crate::base::context::drivers().is_some_and(|d| d.time);
         if let (true, Some(d)) = (timed_green, deadline) {
             return super::wait_until(self.address(), d, self.wait_async(old));
         }

@@ -69,9 +69,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use super::{green, Builder, JoinHandle, Thread, ThreadId};
-use crate::runtime::Handle;
-use crate::task::JoinError;
+use crate::green::records;
+use super::{Builder, JoinHandle, Thread, ThreadId};
+use crate::sched::runtime::Handle;
+use crate::preemptible::task::JoinError;
 
 std::thread_local! {
     /// This OS thread's number, never reused (see [`HomeBound`]).
@@ -85,7 +86,7 @@ std::thread_local! {
 /// thread) it does nothing.
 #[inline]
 pub fn checkpoint() {
-    if green::DUE.with(|d| d.load(Ordering::Relaxed)) != 0 {
+    if records::DUE.with(|d| d.load(Ordering::Relaxed)) != 0 {
         checkpoint_due();
     }
 }
@@ -93,8 +94,8 @@ pub fn checkpoint() {
 #[cold]
 #[inline(never)]
 fn checkpoint_due() {
-    if linger::is_cooperative() && green::current().is_some() && !linger::in_critical() {
-        green::yield_now();
+    if linger::is_cooperative() && records::current().is_some() && !linger::in_critical() {
+        records::yield_now();
     }
 }
 
@@ -158,11 +159,11 @@ impl Builder {
             let f = body.into_inner();
             HomeBound::new(f())
         };
-        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true, park: super::park::HOOK.clone() };
+        let spec = records::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true, park: crate::green::park::HOOK.clone() };
         // SAFETY: we are on a worker of `handle` (checked above), where the
-        // activity stays (`green::spawn_local`); `run` and its result cross
+        // activity stays (`records::spawn_local`); `run` and its result cross
         // no thread: see `HomeBound`.
-        let task = crate::join::JoinHandle::green(unsafe { green::spawn_local(handle.scheduler(), run, spec) }.map_err(super::types::linger_error)?);
+        let task = crate::sched::join::JoinHandle::green(unsafe { records::spawn_local(handle.scheduler(), run, spec) }.map_err(crate::green::types::linger_error)?);
         Ok(LocalJoinHandle { inner: JoinHandle { task, thread }, _not_send: PhantomData })
     }
 }

@@ -9,12 +9,13 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::block::block_on_as;
-use super::stats::Cause;
-use super::types::linger_error;
-use super::{dump_signal, green, park, Thread, ThreadId, ThreadStats};
-use crate::runtime::{Handle, Runtime};
-use crate::task::JoinError;
+use crate::green::block::block_on_as;
+use crate::base::thread_stats::Cause;
+use crate::green::types::linger_error;
+use crate::green::{dump_signal, park, records};
+use super::{Thread, ThreadId, ThreadStats};
+use crate::sched::runtime::{Handle, Runtime};
+use crate::preemptible::task::JoinError;
 
 /// Largest stack a green thread may ask for (beyond it: `InvalidInput`).
 pub const MAX_STACK_SIZE: usize = 1 << 30;
@@ -110,8 +111,8 @@ impl Builder {
         // Not preemptive: an activity, whose slice is its yield checks' period.
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
-        let spec = green::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
-        let task = crate::join::JoinHandle::green(green::spawn(handle.scheduler(), f, spec).map_err(linger_error)?);
+        let spec = records::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
+        let task = crate::sched::join::JoinHandle::green(records::spawn(handle.scheduler(), f, spec).map_err(linger_error)?);
         Ok(JoinHandle { task, thread })
     }
 }
@@ -150,7 +151,7 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
         return Ok(false);
     }
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok()).filter(|&v| v > 0);
-    let mut b = crate::runtime::Builder::new();
+    let mut b = crate::sched::runtime::Builder::new();
     b.enable_all().thread_name("turquoise-green");
     if let Some(w) = workers.or_else(|| env("TURQ_WORKERS").map(|w| w as usize)) {
         b.worker_threads(w);
@@ -186,7 +187,7 @@ where
 /// Owned permission to join a green thread. Dropping it detaches the
 /// thread; it is also a `Future`, for async code.
 pub struct JoinHandle<T> {
-    pub(super) task: crate::join::JoinHandle<T>,
+    pub(super) task: crate::sched::join::JoinHandle<T>,
     pub(super) thread: Thread,
 }
 
@@ -195,7 +196,7 @@ impl<T> JoinHandle<T> {
     /// one. Its value, or why there is none (it panicked: the payload; it was
     /// cancelled; it is the caller itself: [`JoinError::is_self_join`]).
     pub fn join(self) -> Result<T, JoinError> {
-        if green::current().is_some_and(|me| me.thread.id == self.thread.id) {
+        if records::current().is_some_and(|me| me.thread.id == self.thread.id) {
             return Err(JoinError::SelfJoin);
         }
         let id = self.thread.id.0;

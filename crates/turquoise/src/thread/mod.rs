@@ -24,43 +24,33 @@
 //! threads").
 
 mod activity;
-mod atexit;
-mod block;
 mod builder;
-mod dump_signal;
-mod green;
-mod park;
-mod poller;
-mod dump;
-mod stats;
-mod tls;
-mod types;
 
 use std::time::Duration;
 
 pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
-pub use block::block_on;
+pub use crate::green::block::block_on;
 pub(crate) use builder::start_default_runtime;
 pub use builder::{spawn, Builder, JoinHandle, MAX_STACK_SIZE};
-pub(crate) use block::{block_on_as, block_on_until_as};
-pub use types::{Exited, StackOverflow, Thread, ThreadId};
-pub(crate) use green::{kill_live, GreenJob, GreenShared, Queues, Ran, Spawned};
-pub use dump::{dump, dump_text};
-pub use stats::{Cause, State, ThreadInfo, ThreadStats};
-pub use tls::image_bytes;
-pub(crate) use stats::Counters as GreenCounters;
+pub(crate) use crate::green::block::{block_on_as, block_on_until_as};
+pub use crate::green::types::{Exited, StackOverflow, Thread, ThreadId};
+pub(crate) use crate::green::records::{kill_live, GreenJob, GreenShared, Queues, Ran, Spawned};
+pub use crate::green::dump::{dump, dump_text};
+pub use crate::base::thread_stats::{Cause, State, ThreadInfo, ThreadStats};
+pub use crate::green::tls::image_bytes;
+pub(crate) use crate::base::thread_stats::Counters as GreenCounters;
 
 /// The green thread calling, or `None` on an ordinary thread (or in an
 /// async task).
 pub fn current() -> Option<Thread> {
-    green::current().map(|g| g.thread.clone())
+    crate::green::records::current().map(|g| g.thread.clone())
 }
 
 /// Sleeps for `d`: a green thread parks on its worker's timer; an ordinary
 /// thread sleeps.
 pub fn sleep(d: Duration) {
-    if green::current().is_some() && !linger::in_critical() && crate::context::drivers().is_some_and(|d| d.time) {
-        let until = stats::monotonic().saturating_add(d).as_nanos() as u64;
+    if crate::green::records::current().is_some() && !linger::in_critical() && crate::base::context::drivers().is_some_and(|d| d.time) {
+        let until = crate::base::thread_stats::monotonic().saturating_add(d).as_nanos() as u64;
         block_on_as(Cause::Timer, until, tokio::time::sleep(d));
     } else {
         std::thread::sleep(d);
@@ -70,13 +60,13 @@ pub fn sleep(d: Duration) {
 /// Gives the worker to the other runnable work: a green thread goes behind
 /// it; an ordinary thread yields to the OS.
 pub fn yield_now() {
-    if green::current().is_some() {
+    if crate::green::records::current().is_some() {
         // A `critical` scope (an activity's no-yield scope) holds every
         // switch back.
         if linger::in_critical() {
             return;
         }
-        green::yield_now();
+        crate::green::records::yield_now();
     } else {
         std::thread::yield_now();
     }

@@ -46,9 +46,9 @@ use std::time::{Duration, Instant};
 use async_task::{Runnable, ScheduleInfo};
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Deque};
 
-use crate::context;
-use crate::counters::WorkerCounters as Counters;
-use crate::task::Shared;
+use crate::base::context;
+use crate::base::counters::WorkerCounters as Counters;
+use crate::preemptible::task::Shared;
 use crate::thread::{GreenJob, Queues, Ran};
 
 pub(crate) type Task = Runnable<Arc<Shared>>;
@@ -351,7 +351,7 @@ impl Scheduler {
     pub(crate) async fn worker(self: Arc<Self>, me: usize, local: Deque<Job>) {
         context::enter(Arc::as_ptr(&self) as *const (), me, &self.slots[me].counters);
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
-        crate::pace::start(self.granularity);
+        crate::base::pace::start(self.granularity);
         let mut turn = Turn { tick: 0, pinned_at: Instant::now() };
         while poll_fn(|cx| {
             let r = self.batch(me, &mut turn, cx);
@@ -469,7 +469,7 @@ impl Scheduler {
         }
         slot.counters.parks.fetch_add(1, Ordering::Relaxed);
         slot.waiting.store(true, Ordering::Relaxed);
-        crate::pace::idle();
+        crate::base::pace::idle();
         true
     }
 

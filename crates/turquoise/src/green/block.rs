@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use super::green;
-use super::stats::Cause;
+use super::records;
+use crate::base::thread_stats::Cause;
 
 /// Runs `fut` to completion: inside a green thread, parking the thread
 /// (not its worker) while `fut` is pending; elsewhere, blocking the calling
@@ -28,7 +28,7 @@ pub(crate) fn block_on_as<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Ou
 }
 
 /// [`block_on_as`] for the park hook's own waits (`park.rs`): the park
-/// skips walking the hook's frames again (see `green::park`). `fut` must
+/// skips walking the hook's frames again (see `records::park`). `fut` must
 /// be the hook's own future, which runs no code of the program's.
 pub(crate) fn block_on_in_hook<F: Future>(cause: Cause, detail: u64, fut: F) -> F::Output {
     block_on_parking(cause, detail, fut, true)
@@ -36,13 +36,13 @@ pub(crate) fn block_on_in_hook<F: Future>(cause: Cause, detail: u64, fut: F) -> 
 
 fn block_on_parking<F: Future>(cause: Cause, detail: u64, fut: F, in_hook: bool) -> F::Output {
     let mut fut = std::pin::pin!(fut);
-    if green::current().is_some() && !linger::in_critical() {
+    if records::current().is_some() && !linger::in_critical() {
         loop {
-            let waker = green::begin_look().expect("inside a green thread");
+            let waker = records::begin_look().expect("inside a green thread");
             if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
                 return v;
             }
-            green::park(cause, detail, in_hook);
+            records::park(cause, detail, in_hook);
         }
     }
     block_os(fut, None).expect("no deadline")
@@ -52,8 +52,8 @@ fn block_on_parking<F: Future>(cause: Cause, detail: u64, fut: F, in_hook: bool)
 /// (it is dropped). A green thread parks on its worker's timer (without
 /// one, it yields between looks); an OS thread parks with a timeout.
 pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: std::time::Instant, fut: F) -> Option<F::Output> {
-    if green::current().is_some() && !linger::in_critical() {
-        if crate::context::drivers().is_some_and(|d| d.time) {
+    if records::current().is_some() && !linger::in_critical() {
+        if crate::base::context::drivers().is_some_and(|d| d.time) {
             return block_on_as(cause, detail, tokio::time::timeout_at(deadline.into(), fut)).ok();
         }
         let mut fut = std::pin::pin!(fut);
@@ -64,7 +64,7 @@ pub(crate) fn block_on_until_as<F: Future>(cause: Cause, detail: u64, deadline: 
             if std::time::Instant::now() >= deadline {
                 return None;
             }
-            green::yield_now();
+            records::yield_now();
         }
     }
     block_os(std::pin::pin!(fut), Some(deadline))

@@ -31,9 +31,9 @@ use linger::park::{Interest, Park};
 use tokio::io::unix::AsyncFd;
 
 use super::block::block_on_in_hook;
-use super::green;
+use super::records;
 use super::poller::{self, WaitCell};
-use super::stats::Cause;
+use crate::base::thread_stats::Cause;
 
 /// The hook every green thread is launched with.
 pub(crate) static HOOK: LazyLock<Arc<dyn Park>> = LazyLock::new(|| Arc::new(GreenPark));
@@ -54,7 +54,7 @@ fn deadline(deadline: Option<Duration>) -> Pin<Box<dyn Future<Output = ()>>> {
     if left.is_zero() {
         return Box::pin(std::future::ready(()));
     }
-    let timers = crate::context::drivers().is_some_and(|d| d.time);
+    let timers = crate::base::context::drivers().is_some_and(|d| d.time);
     if left >= Duration::from_millis(2) && timers {
         return Box::pin(tokio::time::sleep(left));
     }
@@ -98,7 +98,7 @@ fn timer_at(deadline: Duration) -> Option<Registration> {
 fn wait(fds: &[(RawFd, Interest)], until: Option<Duration>) -> bool {
     // Outside green threads, and in a runtime built without I/O (no
     // reactor: `poller::add` declines), the call blocks.
-    if green::current().is_none() {
+    if records::current().is_none() {
         return false;
     }
     /// Takes the entries off the worker's table, and drops the cell, in a
@@ -151,18 +151,18 @@ impl Park for GreenPark {
     /// On the worker's tokio blocking pool; the thread parks as for I/O
     /// (its dump shows no descriptor: the call runs elsewhere).
     fn offload(&self, work: Box<dyn FnOnce() + Send>) -> bool {
-        if green::current().is_none() || crate::context::drivers().is_none() {
+        if records::current().is_none() || crate::base::context::drivers().is_none() {
             return false;
         }
         // In `critical`: spawning takes the blocking pool's lock.
         let done = linger::critical(|| tokio::task::spawn_blocking(work));
         // An error: the runtime shut down before `work` ran (or it panicked,
         // which the wrapper's copy of the call never does).
-        block_on_in_hook(Cause::Io, super::stats::OFFLOADED, done).is_ok()
+        block_on_in_hook(Cause::Io, crate::base::thread_stats::OFFLOADED, done).is_ok()
     }
 
     fn sleep_until(&self, until: Duration) -> bool {
-        if green::current().is_none() {
+        if records::current().is_none() {
             return false;
         }
         let mut timeout = deadline(Some(until));

@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use async_task::WithInfo;
 
-use crate::future::preemptible;
-use crate::scheduler::Scheduler;
-use crate::join::{JoinHandle, Owner};
-use crate::task::{Body, Shared, TaskFuture};
+use crate::preemptible::future::preemptible;
+use crate::sched::scheduler::Scheduler;
+use crate::sched::join::{JoinHandle, Owner};
+use crate::preemptible::task::{Body, Shared, TaskFuture};
 
 /// The default slice: the paper's 2 ms.
 pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
@@ -52,7 +52,7 @@ impl Builder {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             slice: DEFAULT_SLICE,
-            granularity: crate::pace::DEFAULT_GRANULARITY,
+            granularity: crate::base::pace::DEFAULT_GRANULARITY,
             name: "turquoise-worker".into(),
             io: false,
             time: false,
@@ -128,7 +128,7 @@ impl Builder {
         // The deferral rules and linger's table now, not at the first
         // request (reading the executable's symbols and inline records
         // takes tens of milliseconds).
-        crate::rules::install();
+        crate::base::rules::install();
         linger::init().map_err(io::Error::other)?;
         let (sched, locals) = Scheduler::new(self.workers, self.slice, self.granularity);
         let handle = Handle { inner: Arc::new(Inner { sched: sched.clone(), slice: self.slice, time: self.time, io: self.io, tokio: tokio.handle().clone() }) };
@@ -208,7 +208,7 @@ thread_local! {
 /// Makes `h` the calling thread's current runtime (and its drivers the
 /// context's, `context::drivers`); returns the previous one.
 fn set_current(h: Option<Handle>) -> Option<Handle> {
-    crate::context::set_drivers(h.as_ref().map(|h| crate::context::Drivers { io: h.inner.io, time: h.inner.time }));
+    crate::base::context::set_drivers(h.as_ref().map(|h| crate::base::context::Drivers { io: h.inner.io, time: h.inner.time }));
     CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), h))
 }
 
@@ -250,7 +250,7 @@ impl Handle {
         R: Send + 'static,
     {
         match tokio::runtime::Handle::try_current() {
-            Ok(h) if crate::context::current_worker().is_some() => h.spawn_blocking(f),
+            Ok(h) if crate::base::context::current_worker().is_some() => h.spawn_blocking(f),
             _ => self.inner.tokio.spawn_blocking(f),
         }
     }
@@ -277,7 +277,7 @@ impl Handle {
 
     /// The index of the calling thread among this runtime's workers.
     pub(crate) fn current_worker(&self) -> Option<usize> {
-        crate::context::worker_of(Arc::as_ptr(&self.inner.sched) as *const ())
+        crate::base::context::worker_of(Arc::as_ptr(&self.inner.sched) as *const ())
     }
 
     fn spawn_body<F>(&self, body: Body<F>) -> JoinHandle<F::Output>
@@ -297,7 +297,7 @@ impl Handle {
         let (runnable, task) = async_task::Builder::new().metadata(shared.clone()).spawn(move |_| fut, schedule);
         *shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(runnable.waker());
         self.inner.sched.spawn(runnable);
-        JoinHandle { wait: Some(crate::task::Wait::Task(task.fallible())), owner: Owner::Task(shared) }
+        JoinHandle { wait: Some(crate::preemptible::task::Wait::Task(task.fallible())), owner: Owner::Task(shared) }
     }
 }
 

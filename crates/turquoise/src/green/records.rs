@@ -46,11 +46,11 @@ use std::time::Duration;
 
 use linger::Linger;
 
-use super::stats::{self, Cause, Status};
+use crate::base::thread_stats::{self, Cause, Status};
 use super::tls::{self, Image};
-use super::Thread;
-use crate::counters::PollCounters;
-use crate::task::{JoinCell, JoinError, Wait};
+use crate::thread::Thread;
+use crate::base::counters::PollCounters;
+use crate::preemptible::task::{JoinCell, JoinError, Wait};
 
 /// Why the function paused (read by the run that resumed it).
 const NONE: u8 = 0;
@@ -93,7 +93,7 @@ pub(crate) struct GreenShared {
     /// Its slot in its home's `LIVE` list, + 1 (0: not in it).
     live_key: AtomicUsize,
     /// Its place in the registry the dump reads.
-    pub(crate) registered: stats::Registered,
+    pub(crate) registered: thread_stats::Registered,
     sched: Weak<dyn Queues>,
     /// Thread-local destructors registered by the thread, run at its end.
     dtors: Mutex<Vec<Dtor>>,
@@ -180,7 +180,7 @@ pub(crate) trait Queues: Send + Sync {
 /// of its workers: reached without touching its reference count.
 #[inline]
 fn on_worker_of(sched: &Weak<dyn Queues>) -> Option<(&dyn Queues, usize)> {
-    let i = crate::context::worker_of(sched.as_ptr() as *const ())?;
+    let i = crate::base::context::worker_of(sched.as_ptr() as *const ())?;
     // SAFETY: the context names this scheduler as the one whose worker this
     // thread runs (`Scheduler::worker` holds an `Arc` of it while it does).
     // The weak pointer cannot name a dead scheduler whose memory a new one
@@ -219,14 +219,14 @@ impl Wake for GreenShared {
 }
 
 /// The live green threads, for the dump (`dump.rs`).
-pub(crate) static REGISTRY: stats::Registry<GreenShared> = stats::Registry::new();
+pub(crate) static REGISTRY: thread_stats::Registry<GreenShared> = thread_stats::Registry::new();
 
 std::thread_local! {
     /// Slices that ended while the worker's current activity ran (linger's
     /// cooperative resume bumps it; the thread's run clears it around each
     /// resume). A turquoise thread-local: the worker's own, never part of a
     /// green thread's image (`tls.rs`).
-    pub(super) static DUE: std::sync::atomic::AtomicU32 = const { std::sync::atomic::AtomicU32::new(0) };
+    pub(crate) static DUE: std::sync::atomic::AtomicU32 = const { std::sync::atomic::AtomicU32::new(0) };
     /// The green thread running on this worker (null between resumes).
     static CURRENT: Cell<*const GreenShared> = const { Cell::new(std::ptr::null()) };
     /// This worker's started green threads, by id, for shutdown: each is
@@ -236,7 +236,7 @@ std::thread_local! {
     /// green thread's home).
     static HOME_TOKEN: u8 = const { 0 };
     /// The worker's green counters while it resumes a thread.
-    static WORKER_COUNTERS: Cell<*const stats::Counters> = const { Cell::new(std::ptr::null()) };
+    static WORKER_COUNTERS: Cell<*const thread_stats::Counters> = const { Cell::new(std::ptr::null()) };
     /// The green thread whose values of the swap set are in this worker's
     /// TLS block, between runs too (null: the worker's own; `ended_mark`:
     /// a thread that ended). Otherwise always one started on this worker and
@@ -270,7 +270,7 @@ fn install(set: &tls::SwapSet, g: &GreenShared, img: &mut Image) {
             let own = o.get_or_insert_with(|| set.image());
             set.save(own);
         });
-        crate::context::on_leave(restore_worker_tls);
+        crate::base::context::on_leave(restore_worker_tls);
     } else if cur != ended_mark() {
         save_installed(set, cur);
     }
@@ -330,7 +330,7 @@ fn uninstall_ended(g: &GreenShared) {
 }
 
 /// The running worker's green counters (set around each resume).
-fn with_worker(f: impl FnOnce(&stats::Counters)) {
+fn with_worker(f: impl FnOnce(&thread_stats::Counters)) {
     let w = WORKER_COUNTERS.with(|c| c.get());
     // SAFETY: set by `GreenShared::run` to the worker's own counters (which
     // live as long as its scheduler, held by the worker during the run) only
@@ -472,7 +472,7 @@ trait Body: Send + Sync {
     /// # Safety (every `unsafe` method here)
     /// Under [`GreenShared::body`]'s rules: on the one thread that may
     /// touch the body now, with no other borrow of its run part alive.
-    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step;
+    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&thread_stats::Counters>) -> Step;
     /// Its image of the thread-locals, if it has its own.
     #[allow(clippy::mut_from_ref)]
     unsafe fn image(&self) -> Option<&mut Image>;
@@ -511,14 +511,14 @@ struct TypedRun<T> {
 // which is `Sync` for a `Send` value.
 unsafe impl<T: Send> Sync for Typed<T> {}
 
-impl<T: Send> crate::task::HasCell<T> for Typed<T> {
+impl<T: Send> crate::preemptible::task::HasCell<T> for Typed<T> {
     fn cell(&self) -> &JoinCell<T> {
         &self.out
     }
 }
 
 impl<T: Send + 'static> Body for Typed<T> {
-    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&stats::Counters>) -> Step {
+    unsafe fn resume(&self, g: &GreenShared, start: u64, worker: Option<&thread_stats::Counters>) -> Step {
         // SAFETY: the caller's promise (see the trait).
         let run = unsafe { &mut *self.run.get() };
         let Some(l) = run.linger.as_mut() else { return Step::Ended };
@@ -531,7 +531,7 @@ impl<T: Send + 'static> Body for Typed<T> {
                 (r, due.swap(0, Ordering::Relaxed))
             });
             if periods > 0 {
-                crate::context::slice_used();
+                crate::base::context::slice_used();
             }
             if periods > 1 {
                 g.status.counters.overran(periods);
@@ -544,11 +544,11 @@ impl<T: Send + 'static> Body for Typed<T> {
         } else {
             // Looks for waiting work at intervals of the worker's pace, and
             // lets the run go on while none waits (`pace.rs`).
-            let look = crate::pace::Look {
+            let look = crate::base::pace::Look {
                 waits: &|| g.work_waits() || super::poller::ready_now(),
                 others: &|| LIVE.with(|l| l.borrow().len() > 1),
             };
-            let run = crate::pace::run(l, g.slice, start, &look);
+            let run = crate::base::pace::run(l, g.slice, start, &look);
             if run.looks > 0 {
                 g.status.counters.looked(run.looks);
                 if let Some(w) = worker {
@@ -562,9 +562,9 @@ impl<T: Send + 'static> Body for Typed<T> {
             // Raised in the thread, ended inside it (its unwinding ran its
             // destructors): the handle's `JoinError::Panic`.
             Ok(Some(linger::Ended::Panicked(p))) => Some(p),
-            Ok(Some(linger::Ended::Exited(value))) => Some(Box::new(super::Exited { value }) as Box<dyn std::any::Any + Send>),
+            Ok(Some(linger::Ended::Exited(value))) => Some(Box::new(crate::thread::Exited { value }) as Box<dyn std::any::Any + Send>),
             // Abandoned by linger (which reported it).
-            Err(linger::Error::StackOverflow { stack_size }) => Some(Box::new(super::StackOverflow { stack_size }) as _),
+            Err(linger::Error::StackOverflow { stack_size }) => Some(Box::new(crate::thread::StackOverflow { stack_size }) as _),
             Err(e) => Some(Box::new(format!("turquoise: cannot resume a green thread: {e}")) as _),
         };
         if let Some(p) = failed {
@@ -646,7 +646,7 @@ impl GreenShared {
     /// resume, or (an activity) from its creation.
     fn make_home(self: &Arc<Self>) {
         self.home.store(home_token(), Ordering::Relaxed);
-        let w = crate::context::current_worker().map_or(0, |w| w + 1);
+        let w = crate::base::context::current_worker().map_or(0, |w| w + 1);
         self.status.worker.store(w, Ordering::Relaxed);
         let key = LIVE.with(|l| l.borrow_mut().insert(self.clone()));
         self.live_key.store(key + 1, Ordering::Relaxed);
@@ -748,7 +748,7 @@ impl Run for GreenShared {
             // It shares the worker's thread-locals.
             _ => restore_worker_tls(),
         }
-        let worker = crate::context::green_counters();
+        let worker = crate::base::context::green_counters();
         let (waited, start) = self.status.running();
         // SAFETY: see `with_worker`.
         let worker = unsafe { worker.as_ref() };
@@ -764,7 +764,7 @@ impl Run for GreenShared {
         let yielded = match step {
             Step::Ended => {
                 self.polls.add(false, None);
-                crate::context::count_poll(false, None);
+                crate::base::context::count_poll(false, None);
                 self.finished();
                 // SAFETY: on its home, the resume is over.
                 if let Some(body) = unsafe { self.body() }.take() {
@@ -778,7 +778,7 @@ impl Run for GreenShared {
         if !yielded {
             let stop = linger::last_preemption();
             self.polls.add(true, stop);
-            crate::context::count_poll(true, stop);
+            crate::base::context::count_poll(true, stop);
             self.status.counters.preempted();
             if let Some(w) = worker {
                 w.preempted();
@@ -788,7 +788,7 @@ impl Run for GreenShared {
             return Ran::Stopped;
         }
         self.polls.add(false, None);
-        crate::context::count_poll(false, None);
+        crate::base::context::count_poll(false, None);
         let why = self.why.swap(NONE, Ordering::Relaxed);
         // A cancel's wake-up counts though the park began after it: the
         // park's fresh look (`begin_look`) cleared `woken`, not `aborted`.
@@ -916,7 +916,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    crate::rules::install();
+    crate::base::rules::install();
     let Spec { thread, stack_size, slice, own_tls, cooperative, park } = spec;
     // Its thread-locals die with it, on its stack, as a pthread's: after
     // it returns, panics or exits (`pthread_exit`'s forced unwind runs
@@ -944,7 +944,7 @@ where
         cooperative: cooperative || local,
         home: AtomicUsize::new(0),
         live_key: AtomicUsize::new(0),
-        registered: stats::Registered::none(),
+        registered: thread_stats::Registered::none(),
         sched: Arc::downgrade(sched) as Weak<dyn Queues>,
         dtors: Mutex::new(Vec::new()),
         status: Status::default(),
@@ -983,7 +983,7 @@ where
     // a `OnceLock` the worker also takes: not stopped half-way.
     let image = linger::critical(|| tls::swap_set().filter(|_| own_tls).map(|s| s.image()));
     let typed = Arc::new(Typed { run: UnsafeCell::new(TypedRun { linger: Some(l), image, outcome: None }), out: JoinCell::new() });
-    let out: Arc<dyn crate::task::HasCell<T>> = typed.clone();
+    let out: Arc<dyn crate::preemptible::task::HasCell<T>> = typed.clone();
     // SAFETY: the record is not shared yet (no queue, list or waker has
     // it; `at_end`'s weak reference is used only when the function runs).
     unsafe { *shared.body.get() = Some(typed as Arc<dyn Body>) };

@@ -7,7 +7,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ord
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::clock::{self, ticks, ticks_to_duration};
+use crate::base::clock::{self, ticks, ticks_to_duration};
 
 /// Why a green thread parked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -284,7 +284,7 @@ impl Status {
     }
 }
 
-/// One live green thread, as [`dump`](super::dump) sees it.
+/// One live green thread, as [`dump`](crate::green::dump) sees it.
 #[derive(Clone, Debug)]
 pub struct ThreadInfo {
     /// Its id.
@@ -309,7 +309,7 @@ pub struct ThreadInfo {
 /// end removes from it, so spawns on different workers never meet on one
 /// lock (one global map under one mutex was an insert, a remove and a
 /// contended lock per spawn). A reader walks every shard. Generic so that
-/// the records' own module keeps the registry of them (`green::REGISTRY`)
+/// the records' own module keeps the registry of them (`records::REGISTRY`)
 /// and the dump, above it, reads it.
 const SHARDS: usize = 32;
 

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::counters::PollStats;
-use crate::task::{JoinError, Shared, Wait};
+use crate::base::counters::PollStats;
+use crate::preemptible::task::{JoinError, Shared, Wait};
 
 /// Owned permission to wait for a task (like tokio's): awaiting it gives
 /// the task's value, or why there is none. Dropping it detaches the task,

@@ -83,7 +83,7 @@ fn set(interval: u64, now: u64) {
     PACE.with(|p| {
         let mut v = p.get();
         v.interval = interval;
-        v.interval_ticks = crate::clock::duration_to_ticks(Duration::from_nanos(interval));
+        v.interval_ticks = crate::base::clock::duration_to_ticks(Duration::from_nanos(interval));
         v.since = now;
         p.set(v);
     });
@@ -151,11 +151,11 @@ pub(crate) fn run<T>(l: &mut Linger<T>, slice: Duration, start: u64, look: &Look
             // A whole slice at an interval grown to the slice (the worker
             // kept busy): requeued, and the next runs are looked at from
             // the granularity again (the worker has a long run now).
-            set(g, crate::clock::ticks());
+            set(g, crate::base::clock::ticks());
             return Run { result, looks };
         }
-        let now = crate::clock::ticks();
-        let ran = ns(crate::clock::ticks_to_duration(now.wrapping_sub(start)));
+        let now = crate::base::clock::ticks();
+        let ran = ns(crate::base::clock::ticks_to_duration(now.wrapping_sub(start)));
         if ran.saturating_add(1_000) >= slice {
             // The whole slice: requeued, whatever waits.
             return Run { result, looks };

@@ -179,7 +179,7 @@ struct Entry {
 /// A worker's table.
 struct Poller {
     ep: AsyncFd<OwnedFd>,
-    waits: RefCell<crate::id_map::IdMap<RawFd, Vec<Entry>>>,
+    waits: RefCell<crate::base::id_map::IdMap<RawFd, Vec<Entry>>>,
 }
 
 thread_local! {
@@ -271,7 +271,7 @@ fn ctl(ep: RawFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> Result<
 
 impl Poller {
     fn new() -> Option<Poller> {
-        if !crate::context::drivers().is_some_and(|d| d.io) {
+        if !crate::base::context::drivers().is_some_and(|d| d.io) {
             return None;
         }
         static OBSERVER: OnceLock<bool> = OnceLock::new();
@@ -297,7 +297,7 @@ impl Poller {
         // SAFETY: the registration owns `ep`: open, and the same epoll set,
         // until the table (and the registration with it) is dropped.
         let ep = unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) }.ok()?;
-        Some(Poller { ep, waits: RefCell::new(crate::id_map::IdMap::default()) })
+        Some(Poller { ep, waits: RefCell::new(crate::base::id_map::IdMap::default()) })
     }
 
     fn add(&self, fd: RawFd, events: u32, cell: &Rc<WaitCell>) -> bool {

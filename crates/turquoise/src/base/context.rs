@@ -6,7 +6,7 @@
 
 use std::cell::Cell;
 
-use crate::counters::WorkerCounters;
+use crate::base::counters::WorkerCounters;
 
 /// The running worker: its scheduler (erased: only compared and handed
 /// back to the scheduler), its index, its counters.

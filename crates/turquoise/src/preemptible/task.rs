@@ -13,8 +13,8 @@ use std::task::{Context, Poll, Waker};
 
 use futures_util::task::AtomicWaker;
 
-use crate::counters::PollCounters;
-use crate::future::Preemptible;
+use crate::base::counters::PollCounters;
+use crate::preemptible::future::Preemptible;
 
 /// What a task's scheduler entry, its future and its handle share.
 pub(crate) struct Shared {
@@ -55,7 +55,7 @@ impl Shared {
     /// After a poll: the task's counters, and its worker's.
     fn count(&self, preempted: bool, p: Option<linger::Preemption>) {
         self.counters.add(preempted, p);
-        crate::context::count_poll(preempted, p);
+        crate::base::context::count_poll(preempted, p);
     }
 }
 
@@ -187,7 +187,7 @@ where
             }
             Ok(Poll::Pending) => {
                 let stopped = matches!(this.body, Some(Body::Preemptible(ref p)) if p.is_stopped());
-                let here = crate::context::current_worker().map_or(0, |w| w + 1);
+                let here = crate::base::context::current_worker().map_or(0, |w| w + 1);
                 this.shared.pinned.store(if stopped { here } else { 0 }, Ordering::Relaxed);
                 Poll::Pending
             }

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::green::{GreenShared, REGISTRY};
-use super::stats::{monotonic, Cause, State, ThreadInfo, IN_WAIT, OFFLOADED};
-use crate::clock::{ticks, ticks_to_duration};
+use super::records::{GreenShared, REGISTRY};
+use crate::base::thread_stats::{monotonic, Cause, State, ThreadInfo, IN_WAIT, OFFLOADED};
+use crate::base::clock::{ticks, ticks_to_duration};
 
 
 /// A thread that has run this long without a switch is shown as holding its

@@ -12,7 +12,7 @@ use std::sync::Arc;
 pub struct ThreadId(pub(crate) u64);
 
 impl ThreadId {
-    pub(super) fn next() -> ThreadId {
+    pub(crate) fn next() -> ThreadId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         ThreadId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -26,8 +26,8 @@ impl ThreadId {
 /// A handle to a green thread: its id and name.
 #[derive(Clone, Debug)]
 pub struct Thread {
-    pub(super) id: ThreadId,
-    pub(super) name: Option<Arc<str>>,
+    pub(crate) id: ThreadId,
+    pub(crate) name: Option<Arc<str>>,
 }
 
 impl Thread {
@@ -60,7 +60,7 @@ pub struct StackOverflow {
 }
 
 /// A spawn's error from linger's, as `std::thread::Builder::spawn` gives them.
-pub(super) fn linger_error(e: linger::Error) -> io::Error {
+pub(crate) fn linger_error(e: linger::Error) -> io::Error {
     match e {
         linger::Error::Config(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
         linger::Error::StackAllocation(e) => io::Error::new(e.kind(), format!("turquoise: no stack for a green thread: {e}")),

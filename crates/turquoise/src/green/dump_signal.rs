@@ -78,7 +78,7 @@ fn install(sig: libc::c_int) -> Result<(), String> {
                 return;
             }
             if n > 0 {
-                let text = super::dump_text();
+                let text = crate::thread::dump_text();
                 match std::env::var_os("TURQ_DUMP_FILE") {
                     Some(path) => {
                         let f = std::fs::OpenOptions::new().create(true).append(true).open(&path);

@@ -11,7 +11,7 @@
 
 use libc::{c_int, c_void};
 
-use super::green;
+use super::records;
 
 type Dtor = unsafe extern "C" fn(*mut c_void);
 type Real = unsafe extern "C" fn(Dtor, *mut c_void, *mut c_void) -> c_int;
@@ -21,7 +21,7 @@ type Real = unsafe extern "C" fn(Dtor, *mut c_void, *mut c_void) -> c_int;
 /// sound to call once when the calling thread ends.
 #[no_mangle]
 pub unsafe extern "C" fn __cxa_thread_atexit_impl(dtor: Dtor, obj: *mut c_void, dso: *mut c_void) -> c_int {
-    if green::register_dtor(dtor, obj) {
+    if records::register_dtor(dtor, obj) {
         return 0;
     }
     static REAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -44,8 +44,8 @@ use std::time::Duration;
 use futures_util::task::AtomicWaker;
 use linger::{Builder, Linger};
 
-use crate::counters::PollStats;
-use crate::home::{self, Home};
+use crate::base::counters::PollStats;
+use crate::base::home::{self, Home};
 
 /// What the outer future and the loop inside the function share.
 struct Shared {
@@ -125,7 +125,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    crate::rules::install();
+    crate::base::rules::install();
     let shared = Arc::new(Shared {
         outer: AtomicWaker::new(),
         at_rest: AtomicBool::new(false),
@@ -265,7 +265,7 @@ impl Wake for Later {
 /// every poll (`event_interval(1)`) gave the worker to the same stopped
 /// task forever.
 fn requeue_stopped(cx: &mut Context<'_>) -> bool {
-    if crate::context::current_worker().is_some() {
+    if crate::base::context::current_worker().is_some() {
         cx.waker().wake_by_ref();
         return false;
     }
