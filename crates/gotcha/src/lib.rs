@@ -31,20 +31,16 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("gotcha runs on x86-64 Linux only: its call stubs, relocation handling and trap-and-redirect are x86-64 code");
 
-mod arch;
-mod dispatch;
-mod elf;
-mod error;
-mod heap;
-mod libc_policy;
-mod libset;
-mod objects;
-mod relink;
-mod trap;
 
-pub use dispatch::current as current_libset;
-pub use arch::{fs_word, swap_fs_word};
-pub use error::Error;
+// The layers, bottom to top; each imports only from those below it
+// (`crates/layout-check/layers.txt`). The API is this file.
+mod base;
+mod routing;
+mod libsets;
+
+pub use routing::dispatch::current as current_libset;
+pub use base::arch::{fs_word, swap_fs_word};
+pub use base::error::Error;
 
 /// Makes `libset` this thread's current one; returns the previous one.
 /// Calls into isolated libraries go to that libset's copies from now on.
@@ -53,10 +49,10 @@ pub use error::Error;
 /// existed when the copy was loaded and for those its own copy starts).
 #[inline]
 pub fn set_current_libset(libset: usize) -> usize {
-    libset::thread_ready(libset);
-    dispatch::set_current(libset)
+    libsets::libset::thread_ready(libset);
+    routing::dispatch::set_current(libset)
 }
-pub use libset::{Exhausted, Lease, ResetReport};
+pub use libsets::libset::{Exhausted, Lease, ResetReport};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -136,8 +132,8 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     // the variable named; with `all` its library is left shared, and
     // libc's stay the program's: both listed in the report, and warned
     // about once here.
-    relink::set_resolver(libset::resolve);
-    let r = relink::install(sel)?;
+    libsets::relink::set_resolver(libsets::libset::resolve);
+    let r = libsets::relink::install(sel)?;
     if !r.copy_relocated.is_empty() && WARN.load(Ordering::Relaxed) && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
         eprintln!(
             "gotcha: warning: the executable holds COPY relocations of {} (built without -fpic): isolated functions \
@@ -167,7 +163,7 @@ pub fn warn_copy_relocations(on: bool) {
 /// loader's counter). linger calls it at every isolated launch. Returns
 /// the slots rewritten.
 pub fn refresh() -> Result<usize, Error> {
-    relink::refresh()
+    libsets::relink::refresh()
 }
 
 /// Has [`isolate`] succeeded?
@@ -221,10 +217,10 @@ unsafe impl Sync for CopyObject {}
 /// The code ranges as they are now.
 pub fn code() -> Code {
     Code {
-        preemptible: libset::copy_code(),
-        objects: libset::copy_objects(),
-        deferred_functions: heap::deferred_functions(),
-        stubs: dispatch::stub_range(),
+        preemptible: libsets::libset::copy_code(),
+        objects: libsets::libset::copy_objects(),
+        deferred_functions: routing::heap::deferred_functions(),
+        stubs: routing::dispatch::stub_range(),
     }
 }
 
@@ -246,7 +242,7 @@ pub struct Stats {
 
 /// The counters.
 pub fn stats() -> Stats {
-    libset::stats()
+    libsets::libset::stats()
 }
 
 /// Trap-and-redirect counters since start-up.
@@ -263,7 +259,7 @@ pub struct TrapStats {
 
 /// The trap-and-redirect counters.
 pub fn trap_stats() -> TrapStats {
-    let (redirects, rejected, variables) = trap::stats();
+    let (redirects, rejected, variables) = routing::trap::stats();
     TrapStats { redirects, rejected, variables }
 }
 
@@ -280,11 +276,11 @@ pub fn trap_stats() -> TrapStats {
 #[inline]
 pub unsafe fn trap_redirect(info: *const libc::siginfo_t, uc: *mut libc::c_void) -> bool {
     // SAFETY: the caller's promise, passed on.
-    unsafe { trap::redirect(info, uc) }
+    unsafe { routing::trap::redirect(info, uc) }
 }
 
 /// The trap area, `[start, end)`: every fake address of a trapped
 /// variable is inside it. None until a variable is trapped.
 pub fn trap_area() -> Option<(usize, usize)> {
-    trap::area()
+    routing::trap::area()
 }

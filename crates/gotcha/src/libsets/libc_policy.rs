@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn every_named_function_exists_in_this_libc() {
-        let info = crate::elf::Info::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        let info = crate::base::elf::Info::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
         let defined: std::collections::HashSet<&str> = info.exports.iter().map(|e| e.name.as_str()).collect();
         let missing: Vec<&str> =
             FILE_ARGS.iter().map(|f| f.0).chain(IMPLICIT_STREAM.iter().copied()).filter(|n| !defined.contains(n)).collect();

@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::arch::{fs_word, swap_fs_word};
+use crate::base::arch::{fs_word, swap_fs_word};
 use crate::Error;
 
 /// Stubs (and table slots) available to the whole process.

@@ -39,8 +39,8 @@ use std::sync::Mutex;
 
 use iced_x86::{Decoder, DecoderError, DecoderOptions, Instruction, OpKind, Register};
 
-use crate::arch::{greg, slot_of, Gregs};
-use crate::dispatch::{self, MAX_LIBSETS};
+use crate::base::arch::{greg, slot_of, Gregs};
+use crate::routing::dispatch::{self, MAX_LIBSETS};
 use crate::Error;
 
 /// Variables the area can hold.

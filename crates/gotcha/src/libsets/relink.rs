@@ -16,9 +16,11 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::elf::{Info, Kind};
-use crate::objects::{self, Loaded};
-use crate::{dispatch, heap, libc_policy, Error, Report, Selection};
+use crate::base::elf::{Info, Kind};
+use crate::base::objects::{self, Loaded};
+use crate::libsets::libc_policy;
+use crate::routing::{dispatch, heap};
+use crate::{Error, Report, Selection};
 
 /// An isolated library, as loaded in the program's own namespace.
 #[derive(Clone, Debug)]
@@ -158,7 +160,7 @@ fn loader_adds() -> u64 {
 
 /// What the loader stored in the slot of `r` at `slot` (inside a mapped
 /// object), without the addend of a pointer in data.
-fn bound(slot: usize, r: &crate::elf::Reloc) -> usize {
+fn bound(slot: usize, r: &crate::base::elf::Reloc) -> usize {
     // SAFETY: the caller's slot lies inside an object's mapped image.
     let v = unsafe { *(slot as *const usize) };
     match r.kind {
@@ -421,7 +423,7 @@ fn trap_std_streams(plan: &mut Plan, others: &[(Loaded, Arc<Info>)]) -> Result<u
                 Some(&f) => f,
                 None => {
                     let size = libc.info.exports.iter().find(|e| e.name == s.name).map_or(8, |e| e.size as usize);
-                    let f = crate::trap::add(size.max(1), &[target])?;
+                    let f = crate::routing::trap::add(size.max(1), &[target])?;
                     plan.trapped.push((f, s.name.clone()));
                     fakes.insert(target, f);
                     f
@@ -538,7 +540,7 @@ pub(crate) fn relink_libc_copy(copy: &Loaded, info: &Info, program_libc: &Loaded
         let value = if r.kind == Kind::Abs64 { value.wrapping_add(r.addend as usize) } else { value };
         w.push((copy.bias + r.offset as usize, value));
     }
-    let errno = info.exports.iter().find(|e| e.name == "errno" && e.kind == crate::elf::ExportKind::Tls).map(|e| e.value);
+    let errno = info.exports.iter().find(|e| e.name == "errno" && e.kind == crate::base::elf::ExportKind::Tls).map(|e| e.value);
     let Some(errno) = errno else {
         return Err(Error::Unsupported("this libc has no initial-exec errno to share".into()));
     };

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::objects::{self, Loaded};
-use crate::relink::{self, Plan, PLAN};
-use crate::{dispatch, heap, libc_policy, Error, Stats};
+use crate::base::objects::{self, Loaded};
+use crate::libsets::relink::{self, Plan, PLAN};
+use crate::libsets::libc_policy;
+use crate::routing::{dispatch, heap};
+use crate::{Error, Stats};
 
 /// What to do when every libset is leased and no more can be made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -472,7 +474,7 @@ fn make(index: usize, plan: &Arc<Plan>) -> Result<Libset, Error> {
         for (fake, name) in &plan.trapped {
             let real = find(handles[*li], name, None);
             if real != 0 {
-                crate::trap::set_real(*fake, index, real)?;
+                crate::routing::trap::set_real(*fake, index, real)?;
             }
         }
     }
@@ -625,7 +627,7 @@ fn find(h: *mut c_void, name: &str, version: Option<&str>) -> usize {
     unsafe { libc::dlsym(h, n.as_ptr()) as usize }
 }
 
-fn snapshot(c: &Loaded, info: &crate::elf::Info) -> Copy {
+fn snapshot(c: &Loaded, info: &crate::base::elf::Info) -> Copy {
     let exec = info.segments.iter().filter(|s| s.executable).map(|s| (c.bias + s.vaddr as usize, c.bias + (s.vaddr + s.memsz) as usize)).collect();
     let snapshot = info
         .mutable_ranges(4096)
@@ -642,7 +644,7 @@ fn snapshot(c: &Loaded, info: &crate::elf::Info) -> Copy {
 
 /// The copy's mapped program headers, found through its ELF header (at
 /// the start of its first segment, where every linker puts both).
-fn copy_object(c: &Loaded, info: &crate::elf::Info) -> Option<crate::CopyObject> {
+fn copy_object(c: &Loaded, info: &crate::base::elf::Info) -> Option<crate::CopyObject> {
     let first = info.segments.first()?;
     if first.vaddr != 0 || info.segments.is_empty() {
         return None;
@@ -668,7 +670,7 @@ pub(crate) fn copy_objects() -> Vec<crate::CopyObject> {
 
 /// Points every existing libset's table slots for `routed` (functions
 /// that just got stubs) at its own copies.
-pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>, std_streams_shared: bool) {
+pub(crate) fn resolve(routed: &[crate::libsets::relink::Routed], libc: Option<usize>, std_streams_shared: bool) {
     let p = pool();
     for (i, set) in p.sets.iter().enumerate() {
         let streams = match (libc, set.libc_image) {
@@ -689,7 +691,7 @@ pub(crate) fn resolve(routed: &[crate::relink::Routed], libc: Option<usize>, std
 
 /// Where libset calls to the routed function `r` go: its stream thunk,
 /// the mirror of a libc function, or its definition in the copy `h`.
-fn target(h: *mut c_void, r: &crate::relink::Routed, streams: &HashMap<String, usize>, libc: Option<usize>) -> usize {
+fn target(h: *mut c_void, r: &crate::libsets::relink::Routed, streams: &HashMap<String, usize>, libc: Option<usize>) -> usize {
     if let Some(&t) = streams.get(&r.name) {
         return t;
     }

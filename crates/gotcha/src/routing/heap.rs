@@ -23,7 +23,7 @@ use std::sync::Mutex;
 
 use libc::{c_char, c_int, c_void, size_t};
 
-use crate::dispatch::{self, MAX_LIBSETS};
+use crate::routing::dispatch::{self, MAX_LIBSETS};
 
 /// Block addresses are already well spread; a multiplicative hash is enough
 /// (the default SipHash costs more than the allocation it records).
