@@ -4,6 +4,7 @@
 //! returns (a return trap) or a retry finds the thread out of it. The
 //! design and its limits are in `deferral`'s documentation and
 //! `docs/safety.md`, "libas-safe".
+
 use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
@@ -93,7 +94,7 @@ impl Drop for Owner {
         sigmask::hold();
         let _ = STATE.try_with(|s| s.set(std::ptr::null()));
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: allocated by `enter_thread`, unpublished just above; the
+        // SAFETY: allocated by `enter`, unpublished just above; the
         // thread is ending, so no frame can return into its trap any more.
         let st = unsafe { Box::from_raw(p) };
         if st.trap_slot.get() != 0 {
@@ -104,7 +105,7 @@ impl Drop for Owner {
 
 fn state() -> Option<&'static State> {
     let p = STATE.try_with(Cell::get).ok()?;
-    // SAFETY: published by `enter_thread` and unpublished before it is
+    // SAFETY: published by `enter` and unpublished before it is
     // freed, on this thread only.
     unsafe { p.as_ref() }
 }
