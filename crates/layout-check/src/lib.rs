@@ -89,15 +89,26 @@ pub fn crate_graph(src: &Path) -> Graph {
     Graph { files: paths, edges, why }
 }
 
-/// A crate's layers as `layers.txt` lists them: its folders, bottom to top.
-/// Files outside them (the crate root and the files beside it: its API)
-/// are above every layer.
-pub fn layers_of(listing: &str, krate: &str) -> Option<Vec<String>> {
-    listing
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(krate).and_then(|r| r.strip_prefix(':')))
-        .map(|r| r.split_whitespace().map(str::to_string).collect())
+/// Every crate `listing` (layers.txt) lists, read from `crates_dir`: the
+/// crates' names, their files counted, and each breach of their layering
+/// (a folder not among the layers, an import from a lower layer into a
+/// higher one), said in a line.
+pub fn layering(crates_dir: &Path, listing: &str) -> (Vec<String>, usize, Vec<String>) {
+    let (mut names, mut files, mut breaches) = (Vec::new(), 0, Vec::new());
+    for line in listing.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        let Some((name, rest)) = line.split_once(':') else { continue };
+        let layers: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
+        let g = crate_graph(&crates_dir.join(name).join("src"));
+        for f in unlisted_folders(&g, &layers) {
+            breaches.push(format!("{name}: folder {f}/ is not among its layers in crates/layout-check/layers.txt"));
+        }
+        for (a, b, why) in upward_imports(&g, &layers) {
+            breaches.push(format!("{name}: {a} imports {b}, a higher layer: {}", why.join(", ")));
+        }
+        files += g.files.len();
+        names.push(name.to_string());
+    }
+    (names, files, breaches)
 }
 
 /// The layer of a file of `g` (its index in `layers`), `layers.len()` for

@@ -24,16 +24,8 @@ fn main() {
         }
     }
     let listing = std::fs::read_to_string(root.join("crates/layout-check/layers.txt")).unwrap_or_default();
-    for line in listing.lines().filter(|l| !l.starts_with('#') && l.contains(':')) {
-        let name = line.split(':').next().unwrap_or_default();
-        let Some(layers) = layout_check::layers_of(&listing, name) else { continue };
-        let g = layout_check::crate_graph(&crates.join(name).join("src"));
-        for f in layout_check::unlisted_folders(&g, &layers) {
-            println!("{name}: folder {f}/ is not among its layers (layers.txt)");
-        }
-        for (a, b, why) in layout_check::upward_imports(&g, &layers) {
-            println!("{name}: {a} imports {b}, a higher layer: {}", why.join(", "));
-        }
+    for breach in layout_check::layering(&crates, &listing).2 {
+        println!("{breach}");
     }
     for (user, lib) in layout_check::c_libraries_depended_on(&crates) {
         println!("{user} depends on {lib}, which builds a C library");

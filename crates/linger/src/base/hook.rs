@@ -13,10 +13,6 @@ pub(crate) struct Hook<F: Copy> {
     _f: PhantomData<F>,
 }
 
-// SAFETY: the hook holds a plain function pointer (an address) in an
-// atomic; `F` is never owned, only copied out.
-unsafe impl<F: Copy> Sync for Hook<F> {}
-
 impl<F: Copy> Hook<F> {
     /// A hook with nothing registered. `F` must be a `fn` pointer type
     /// (checked at compile time where `set` is instantiated: only a type of

@@ -37,12 +37,12 @@ thread_local! {
 /// runtime's wait for its own initialisation (the runtime is above this
 /// file and hands it in).
 pub(crate) fn install(wait_initialised: fn()) {
-    WAIT_INITIALISED.get_or_init(|| wait_initialised);
+    WAIT_INITIALISED.set(wait_initialised);
     // SAFETY: registering plain `extern "C"` handlers with no arguments.
     unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(in_child)) };
 }
 
-static WAIT_INITIALISED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+static WAIT_INITIALISED: crate::base::hook::Hook<fn()> = crate::base::hook::Hook::new();
 
 extern "C" fn prepare() {
     if let Some(wait) = WAIT_INITIALISED.get() {
