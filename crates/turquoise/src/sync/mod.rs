@@ -38,6 +38,7 @@ pub mod fence;
 pub mod hazard;
 pub mod mpsc;
 mod mutex;
+mod mutex_word;
 mod once;
 pub mod oneshot;
 mod poison;

@@ -20,10 +20,11 @@
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU8, Ordering::*};
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::{LockResult, TryLockError, TryLockResult};
 use std::time::{Duration, Instant};
 
+use super::mutex_word::{self as word, Step};
 use super::poison;
 
 /// A mutex for green threads, OS threads and async tasks: [`lock`](Mutex::lock)
@@ -55,7 +56,7 @@ use super::poison;
 /// assert_eq!(*m.lock().unwrap(), 4);
 /// ```
 pub struct Mutex<T: ?Sized> {
-    /// `LOCKED`, `PARKED` and `HANDOFF`.
+    /// `LOCKED`, `PARKED` and `HANDOFF`: the protocol is `mutex_word.rs`.
     state: AtomicU8,
     /// The waiters' queue: its one permit makes the head.
     queue: tokio::sync::Semaphore,
@@ -64,14 +65,6 @@ pub struct Mutex<T: ?Sized> {
     poisoned: poison::Flag,
     data: UnsafeCell<T>,
 }
-
-/// `state`: someone holds the lock.
-const LOCKED: u8 = 1;
-/// `state`: the head sleeps (or is about to) on `wake`; only the head sets it.
-const PARKED: u8 = 2;
-/// `state`, with `PARKED`: the head asks for the lock directly. Without
-/// `PARKED` (and with `LOCKED`): the lock was handed to the head.
-const HANDOFF: u8 = 4;
 
 /// How long a waiter lets others barge ahead before it asks for a hand-off.
 pub(crate) const HANDOFF_AFTER: Duration = Duration::from_micros(500);
@@ -185,25 +178,14 @@ impl<T: ?Sized> Mutex<T> {
         let _queue = self.queue.acquire().await.expect("the mutex's queue is never closed");
         let mut head = Head { state: &self.state, done: false };
         loop {
-            let s = self.state.load(Acquire);
-            if s == 0 {
-                // Free: an unlock clears `PARKED` and `HANDOFF` with `LOCKED`.
-                if self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok() {
-                    head.done = true;
-                    return;
-                }
-                continue;
+            if word::head_arm(&self.state, since.elapsed() >= HANDOFF_AFTER) == Step::Taken {
+                head.done = true;
+                return;
             }
-            let want = if since.elapsed() >= HANDOFF_AFTER { PARKED | HANDOFF } else { PARKED };
-            if s & want != want && self.state.compare_exchange(s, s | want, AcqRel, Relaxed).is_err() {
-                continue;
-            }
-            // An unlock after the swap above gives a permit: none is lost.
+            // An unlock after the arming gives a permit: none is lost.
             // A permit left by a cancelled head only wakes us for nothing.
             self.wake.acquire().await.expect("the mutex's wake-ups are never closed").forget();
-            if self.state.load(Acquire) & (PARKED | HANDOFF) == HANDOFF {
-                // Handed over (`LOCKED` kept): ours; nobody else writes now.
-                self.state.store(LOCKED, Relaxed);
+            if word::head_woken(&self.state) {
                 head.done = true;
                 return;
             }
@@ -232,7 +214,7 @@ impl<T: ?Sized> Mutex<T> {
 
     /// [`Mutex::lock_raw`] if the lock is free now: whether it was taken.
     pub(crate) fn try_lock_raw(&self) -> bool {
-        self.state.compare_exchange(0, LOCKED, Acquire, Relaxed).is_ok()
+        word::try_lock(&self.state)
     }
 
     /// [`Mutex::lock_raw`] until `deadline`: whether it was taken.
@@ -243,35 +225,18 @@ impl<T: ?Sized> Mutex<T> {
     /// Gives back a lock taken by one of the `_raw` methods (or a
     /// forgotten guard), without poisoning.
     pub(crate) fn unlock_raw(&self) {
-        if self.state.compare_exchange(LOCKED, 0, Release, Relaxed).is_err() {
-            unlock_slow(&self.state, &self.wake);
+        if word::unlock(&self.state) {
+            self.wake.add_permits(1);
         }
     }
 
     /// Whether someone holds the lock now.
     pub(crate) fn is_locked(&self) -> bool {
-        self.state.load(Relaxed) & LOCKED != 0
+        word::is_locked(&self.state)
     }
 
     fn addr(&self) -> *const () {
         self as *const Self as *const ()
-    }
-}
-
-/// The unlock that found the head parked: frees the lock (or, if the head
-/// asked for it, hands it over, `LOCKED` kept) and wakes the head.
-fn unlock_slow(state: &AtomicU8, wake: &tokio::sync::Semaphore) {
-    let mut s = state.load(Relaxed);
-    loop {
-        debug_assert!(s & LOCKED != 0 && (s & HANDOFF == 0 || s & PARKED != 0), "unlock of {s:#x}");
-        let new = if s & HANDOFF != 0 { LOCKED | HANDOFF } else { 0 };
-        match state.compare_exchange_weak(s, new, AcqRel, Relaxed) {
-            Ok(_) => break,
-            Err(now) => s = now,
-        }
-    }
-    if s & PARKED != 0 {
-        wake.add_permits(1);
     }
 }
 
@@ -287,22 +252,8 @@ struct Head<'a> {
 
 impl Drop for Head<'_> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let mut s = self.state.load(Acquire);
-        loop {
-            let new = if s & PARKED != 0 {
-                s & !(PARKED | HANDOFF) // not woken yet: nobody will be
-            } else if s & HANDOFF != 0 {
-                0 // handed over: given back (nobody is parked now)
-            } else {
-                return; // woken by an unlock, which cleared the state
-            };
-            match self.state.compare_exchange_weak(s, new, AcqRel, Acquire) {
-                Ok(_) => return,
-                Err(now) => s = now,
-            }
+        if !self.done {
+            word::head_cancel(self.state);
         }
     }
 }
