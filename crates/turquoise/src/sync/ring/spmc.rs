@@ -25,13 +25,13 @@
 //! ring's length on and bumps a multi-producer event count, which the
 //! sender waits on while the slot it is to write is not free yet (claimed
 //! is not enough: the claimant may still be reading it). `docs/safety.md`,
-//! "Event counts and asymmetric fences", gives the argument.
+//! "Event counts and asymmetric fences", gives the argument. Names its
+//! primitives only through `prims` (see `mod.rs`).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::{drop_between, readable, slots, End, Slots, Tail, POSITIONS};
-use crate::sync::event_count::{EventCount, Versions};
+use super::prims::{Arc, AtomicU32, AtomicU64, AtomicUsize, EventCount, Versions};
+use super::slots::{drop_between, readable, slots, End, Slots, Tail, POSITIONS};
 
 struct Shared<T> {
     slots: Slots<T>,
@@ -63,7 +63,7 @@ impl<T> Drop for Shared<T> {
         // (and no handle is left to be mid-read): the unread ones lie from
         // the read index to the write end.
         let Some(end) = self.sender.closed_at() else { return };
-        let head = *self.head.get_mut() as u32 & POSITIONS;
+        let head = self.head.load(Ordering::Relaxed) as u32 & POSITIONS;
         // SAFETY: those slots hold values written and not claimed; nobody
         // else is left to touch them.
         unsafe { drop_between(&mut self.slots, head, end) };
@@ -144,7 +144,7 @@ impl<T> Receiver<T> {
             // made this receiver the only one to read it. The read is a
             // plain move: nothing between the claim and the store below
             // can panic and leave the value half taken.
-            let value = unsafe { (*s.slots[i].get()).assume_init_read() };
+            let value = unsafe { s.slots[i].take() };
             s.free_at[i].store((pos + s.slots.len() as u32) & POSITIONS, Ordering::Release);
             s.released.increment();
             return Some(value);
