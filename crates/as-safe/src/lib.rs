@@ -24,6 +24,8 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("libas-safe runs on x86-64 Linux only, as linger, which it is built on");
 
+mod arch;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_void};
@@ -91,10 +93,7 @@ fn enter(entry: usize) {
 /// under the caller's stack pointer at the call.
 #[inline(always)]
 fn entry_here() -> usize {
-    let sp: usize;
-    // SAFETY: reads rsp into a register, no side effects.
-    unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
-    sp - 8
+    arch::stack_pointer() - 8
 }
 
 /// glibc's entry point, called by the program's `_start`.

@@ -1,7 +1,8 @@
-//! The base: clocks, ids, the path rules, per-thread mailboxes, the pace of a
-//! run, poll counters, and the worker the calling thread is (`context.rs`,
-//! the bottom of scheduling).
+//! The base: the x86-64 specifics (`arch.rs`), clocks, ids, the path
+//! rules, per-thread mailboxes, the pace of a run, poll counters, and the
+//! worker the calling thread is (`context.rs`, the bottom of scheduling).
 
+pub(crate) mod arch;
 pub(crate) mod clock;
 pub(crate) mod context;
 pub(crate) mod counters;

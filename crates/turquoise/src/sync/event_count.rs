@@ -47,6 +47,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::ec_word::{self, SLEEPERS, VERSION};
+use crate::base::arch;
 use super::fence;
 
 /// How many times a waiter looks at the word before it sets the flag.
@@ -390,38 +391,11 @@ impl Producer {
 /// Adds `n` (below 2^31) to the word of `v` in one instruction that is not
 /// atomic with respect to the other CPUs (they may write between its load
 /// and its store), and wakes as `ec_word::owes_wake` says.
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn plain_add(v: &Versions, n: u32) {
-    // SAFETY: the pointer is the word's, valid and aligned for 4 bytes.
-    // The asm block is opaque to the compiler (no `nomem`): it keeps the
-    // caller's earlier memory accesses before it. On the machine the add
-    // is one instruction; that other threads write the word with `lock`ed
-    // instructions meanwhile is the hardware's business (x86-TSO), not a
-    // data race the compiler could exploit, and the protocol that copes
-    // with the flag it may overwrite is in docs/safety.md. With `n` below
-    // 2^31, the add leaves the sign flag set iff the new word has the
-    // flag, and the carry flag set iff the old word had it and the add
-    // cleared it: `js` or `jc` is `owes_wake`. The branches go to the
-    // label block, which calls `wake_all` and falls through to after the
-    // asm, as the no-waiter path does.
-    unsafe {
-        std::arch::asm!(
-            "add dword ptr [{w}], {n:e}",
-            "js {wake}",
-            "jc {wake}",
-            w = in(reg) v.word.as_ptr(),
-            n = in(reg) n,
-            wake = label { v.wake_all(); },
-            options(nostack),
-        );
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn plain_add(v: &Versions, n: u32) {
-    if ec_word::add(&v.word, n).1 {
+    // SAFETY: the pointer is the word's, valid and aligned for 4 bytes for
+    // as long as `v` is borrowed.
+    if unsafe { arch::plain_add_owes_wake(v.word.as_ptr(), n) } {
         v.wake_all();
     }
 }
