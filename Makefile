@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green bench-sync header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-package test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green bench-sync header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -15,13 +15,21 @@ tour: deps
 	$(CARGO) run --release -q -p turquoise --example sync_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
-TEST_PARTS = test-rust test-c test-install test-run test-as-safe test-compat test-valgrind
+TEST_PARTS = test-rust test-package test-c test-install test-run test-as-safe test-compat test-valgrind
 test: deps
 	@for t in $(TEST_PARTS); do \
 		s=$$(date +%s); \
 		$(MAKE) --no-print-directory $$t || exit 1; \
 		echo "make test: $$t passed in $$(( $$(date +%s) - s )) s"; \
 	done
+
+# The crates a Rust user depends on, packaged as `cargo publish` would
+# and each built from its package alone (against the others' packages):
+# a path dependency without a version, a file outside a crate or a
+# missing licence fails here.
+PUBLISHED = linger-gotcha linger turquoise-macros turquoise
+test-package:
+	$(CARGO) package --allow-dirty $(addprefix -p ,$(PUBLISHED))
 
 # The C libraries first: their crates' tests read the built libraries
 # (a workspace test run does not build a cdylib that no test links).
@@ -165,9 +173,10 @@ bench-sync:
 	$(CARGO) build --release -p sync-bench
 	$${CARGO_TARGET_DIR:-target}/release/sync-bench --write-docs
 
+# include/linger.h and include/turquoise.h from the C API sources (cbindgen
+# runs here only, not in linger's or turquoise's build).
 header:
-	LINGER_UPDATE_HEADER=1 $(CARGO) build -p linger
-	TURQUOISE_UPDATE_HEADER=1 $(CARGO) build -p turquoise
+	$(CARGO) run -q -p linger-headers
 
 # The C library. `make lib` builds it in the tree: target/release/liblinger.so
 # (soname liblinger.so.MAJOR, set in crates/linger-c/build.rs) and liblinger.a,

@@ -10,7 +10,7 @@
 #ifndef LINGER_H
 #define LINGER_H
 
-/* Generated from crates/linger/src/ffi.rs by cbindgen (crates/linger/build.rs). Do not edit: run `LINGER_UPDATE_HEADER=1 cargo build -p linger` after changing the C API; the test `header_is_current` fails while this file is stale. */
+/* Generated from crates/linger/src/ffi.rs and src/state/stats.rs by cbindgen (crates/headers). Do not edit: run `make header` after changing the C API; the test `headers_are_current` fails while this file is stale. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -161,9 +161,13 @@ extern "C" {
 // commas (`"libpng,libz"`); NULL means `LINGER_ISOLATE`, or `"all"`. Once
 // per process (the same selection again succeeds). Returns 0, or -1 with
 // `errno`: `EINVAL` (a bad selection, or a different selection
-// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a library
-// cannot be copied: libc, the loader, ...). Optional: the first isolated
-// launch does it.
+// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a
+// library named cannot be copied: the executable, the loader, glibc's
+// other libraries and the C++ runtime (`libm`, `libpthread`, `libstdc++`,
+// `libgcc_s`...), one loaded by `LD_PRELOAD`, or one whose variables the
+// program uses directly). libc is accepted when named (`"libc"`, or
+// `"libc,libpng16"`), and left shared by `"all"`. Optional: the first
+// isolated launch does it.
 //
 // # Safety
 // `libs` is NULL or a NUL-terminated string.

@@ -22,7 +22,7 @@
 #ifndef TURQUOISE_H
 #define TURQUOISE_H
 
-/* Generated from crates/turquoise/src/ffi.rs by cbindgen (crates/turquoise/build.rs). Do not edit: run `TURQUOISE_UPDATE_HEADER=1 cargo build -p turquoise` after changing the C API; the test `header_is_current` fails while this file is stale. */
+/* Generated from crates/turquoise/src/ffi.rs by cbindgen (crates/headers). Do not edit: run `make header` after changing the C API; the test `headers_are_current` fails while this file is stale. */
 
 #include <stddef.h>
 #include <stdint.h>

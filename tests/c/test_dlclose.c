@@ -12,7 +12,8 @@
  * scanning the stack, which reads the code before each such word. A third
  * thread loads and unloads the victims all the while. Without linger's
  * dlclose the scan reads unmapped code and the process dies of SIGSEGV.
- * The libraries are built from dlclose_lib.c, next to this file, with $CC.
+ * The libraries are built from crates/linger/tests/support/dlclose_lib.c
+ * (which linger's own dlclose test builds too), with $CC.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -33,7 +34,7 @@ static void compile(const char *dir, const char *name, const char *define, char 
     char src[PATH_MAX], cmd[3 * PATH_MAX];
     snprintf(src, sizeof src, "%s", __FILE__);
     char *slash = strrchr(src, '/');
-    snprintf(slash ? slash + 1 : src, sizeof src - (size_t)(slash ? slash + 1 - src : 0), "dlclose_lib.c");
+    snprintf(slash ? slash + 1 : src, sizeof src - (size_t)(slash ? slash + 1 - src : 0), "../../crates/linger/tests/support/dlclose_lib.c");
     snprintf(out, PATH_MAX, "%s/%s", dir, name);
     const char *cc = getenv("CC");
     snprintf(cmd, sizeof cmd,

@@ -89,9 +89,13 @@ pub const LINGER_NO_LIBSET_WAIT: c_int = 2;
 /// commas (`"libpng,libz"`); NULL means `LINGER_ISOLATE`, or `"all"`. Once
 /// per process (the same selection again succeeds). Returns 0, or -1 with
 /// `errno`: `EINVAL` (a bad selection, or a different selection
-/// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a library
-/// cannot be copied: libc, the loader, ...). Optional: the first isolated
-/// launch does it.
+/// than the first), `ENOENT` (a library is not loaded), `ENOTSUP` (a
+/// library named cannot be copied: the executable, the loader, glibc's
+/// other libraries and the C++ runtime (`libm`, `libpthread`, `libstdc++`,
+/// `libgcc_s`...), one loaded by `LD_PRELOAD`, or one whose variables the
+/// program uses directly). libc is accepted when named (`"libc"`, or
+/// `"libc,libpng16"`), and left shared by `"all"`. Optional: the first
+/// isolated launch does it.
 ///
 /// # Safety
 /// `libs` is NULL or a NUL-terminated string.

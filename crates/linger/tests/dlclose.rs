@@ -27,7 +27,7 @@ use linger::{launch, resume};
 type Work = unsafe extern "C" fn(u64) -> u64;
 type Call = unsafe extern "C" fn(Work, u64) -> u64;
 
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/c/dlclose_lib.c");
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/dlclose_lib.c");
 const VICTIMS: usize = 3;
 /// Functions per worker thread (each loads and unloads a victim once).
 const ROUNDS: usize = 150;

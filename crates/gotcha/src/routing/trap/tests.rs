@@ -436,7 +436,7 @@ fn what_cannot_be_redirected_safely_is_refused() {
 }
 
 /// The cost of one redirected access (fault, handler, decode, rewrite,
-/// return): `cargo test --release -p gotcha -- --ignored --nocapture trap_cost`.
+/// return): `cargo test --release -p linger-gotcha -- --ignored --nocapture trap_cost`.
 #[test]
 #[ignore]
 fn trap_cost() {
