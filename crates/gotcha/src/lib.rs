@@ -130,32 +130,17 @@ pub fn isolate(sel: &Selection) -> Result<Report, Error> {
     }
     // A COPY-relocated variable of a named library fails `install` with
     // the variable named; with `all` its library is left shared, and
-    // libc's stay the program's: both listed in the report, and warned
-    // about once here.
+    // libc's stay the program's: both listed in the report
+    // (`Report::copy_relocated`), never printed (the program's stderr is
+    // its own; `linger-run --stats` shows them).
     libsets::relink::set_resolver(libsets::libset::resolve);
     let r = libsets::relink::install(sel)?;
-    if !r.copy_relocated.is_empty() && WARN.load(Ordering::Relaxed) && std::env::var_os("LINGER_ISOLATE_QUIET").is_none() {
-        eprintln!(
-            "gotcha: warning: the executable holds COPY relocations of {} (built without -fpic): isolated functions \
-             use the program's own {}; build it with -fpic to isolate them (LINGER_ISOLATE_QUIET=1 silences this)",
-            r.copy_relocated.join(", "),
-            if r.copy_relocated.len() == 1 { "copy" } else { "copies" },
-        );
-    }
     *g = Some((sel.clone(), r.clone()));
     ACTIVE.store(true, Ordering::Release);
     GENERATION.fetch_add(1, Ordering::Release);
     Ok(r)
 }
 
-static WARN: AtomicBool = AtomicBool::new(true);
-
-/// Whether [`isolate`] warns on stderr about `COPY` relocations (it does
-/// unless told not to here or `LINGER_ISOLATE_QUIET` is set). `linger-run`
-/// turns it off: the program's stderr is the program's own.
-pub fn warn_copy_relocations(on: bool) {
-    WARN.store(on, Ordering::Relaxed);
-}
 
 /// Relinks objects the program loaded (`dlopen`) since isolation was set
 /// up or last refreshed, so that their calls into isolated libraries go to

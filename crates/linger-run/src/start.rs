@@ -129,7 +129,7 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     }
     scrub_environment();
     if let Err(e) = linger::init() {
-        say(&format!("cannot start preemption for {name}: {e}"));
+        say(&format!("cannot start preemption for {name}: {}", e.chain()));
         return OWN_FAILURE;
     }
     if let Some(to) = opts.stats {
@@ -143,15 +143,14 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     }
 
     if let Some(sel) = &opts.isolate {
-        // The program's stderr is its own: what gotcha would warn about
-        // there goes with the stats instead (`copy_relocated=`).
-        gotcha::warn_copy_relocations(false);
+        // What stays the program's (`COPY` relocations) goes with the
+        // stats (`copy_relocated=`).
         match linger::isolate(sel) {
             Ok(r) => {
                 let _ = COPY_RELOCATED.set(r.copy_relocated.join(","));
             }
             Err(e) => {
-                say(&format!("cannot isolate libraries for {name}: {e}"));
+                say(&format!("cannot isolate libraries for {name}: {}", e.chain()));
                 return OWN_FAILURE;
             }
         }
@@ -235,7 +234,7 @@ fn failed(name: &str, e: linger::Error, stack: usize) -> c_int {
         // Terminates the process the way the overflow would have.
         linger::glibc::die_by(libc::SIGSEGV, true);
     }
-    say(&format!("{name}: {e}"));
+    say(&format!("{name}: {}", e.chain()));
     OWN_FAILURE
 }
 

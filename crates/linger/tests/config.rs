@@ -44,6 +44,10 @@ fn config_cases() {
         Some("bad-size") => {
             let e = launch(|| 1, Duration::MAX).unwrap_err();
             assert!(matches!(e, Error::Config(_)), "{e}");
+            // Said once, however often the frozen configuration is asked.
+            let again = launch(|| 1, Duration::MAX).unwrap_err().to_string();
+            assert_eq!(again.matches("bad configuration").count(), 1, "{again}");
+            assert_eq!(e.chain(), e.to_string(), "a configuration error has no cause to add");
             println!("CASE-OK {e}");
             return;
         }
@@ -111,4 +115,21 @@ fn config_cases() {
     let out = run_case("signal-taken", &[]);
     assert!(out.contains("CASE-OK") && out.contains("already has a handler"), "{out}");
     assert!(run_case("builder", &[]).contains("CASE-OK"));
+}
+
+#[test]
+fn errors_say_each_part_once_and_convert_to_io_errors() {
+    let e = Config::default().stack_size(1 << 40).unwrap_err();
+    assert_eq!(e.to_string(), "bad configuration: stack size 1099511627776 is larger than 64 GiB");
+    let io: std::io::Error = e.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    let inner = io.get_ref().and_then(|i| i.downcast_ref::<Error>()).expect("the linger error inside");
+    assert!(matches!(inner, Error::Config(_)));
+
+    // A wrapping error: its cause is its source, not repeated in its message.
+    let e = Error::StackAllocation(std::io::Error::from_raw_os_error(libc::ENOMEM));
+    assert_eq!(e.to_string(), "cannot allocate a stack for a preemptible function");
+    let cause = std::error::Error::source(&e).expect("the OS error").to_string();
+    assert_eq!(e.chain(), format!("{e}: {cause}"));
+    assert_eq!(std::io::Error::from(e).kind(), std::io::ErrorKind::OutOfMemory);
 }

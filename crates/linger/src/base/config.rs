@@ -273,7 +273,12 @@ fn env_signal() -> Option<i32> {
 /// The frozen process configuration (read from the environment on first use).
 pub fn current() -> Result<&'static Config, Error> {
     CONFIG
-        .get_or_init(|| Config::from_env().map_err(|e| e.to_string()))
+        .get_or_init(|| {
+            Config::from_env().map_err(|e| match e {
+                Error::Config(msg) => msg,
+                e => e.to_string(),
+            })
+        })
         .as_ref()
         .map_err(|e| Error::Config(e.clone()))
 }

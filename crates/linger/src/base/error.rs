@@ -48,28 +48,40 @@ pub enum Error {
     Isolation(gotcha::Error),
 }
 
+// Messages say what failed, once: the cause of a wrapping variant (an OS
+// error, an isolation error) is its `source()`, not repeated here, so that
+// error-chain printers (`anyhow`'s `{:#}`, `linger::Error::chain`) show each
+// part once. No "linger:" prefix: the caller knows whose error it is.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::StackAllocation(e) => write!(f, "linger: cannot allocate a stack: {e}"),
-            Error::Timer(e) => write!(f, "linger: cannot set up the preemption timer or monitor: {e}"),
-            Error::Signal(e) => write!(f, "linger: cannot install a signal handler: {e}"),
-            Error::WrongThread => write!(
-                f,
-                "linger: continuation belongs to another thread (launch it with Builder::migratable to move it)"
-            ),
-            Error::Poisoned => write!(f, "linger: the function panicked or overflowed its stack; it cannot be resumed"),
+            Error::StackAllocation(_) => f.write_str("cannot allocate a stack for a preemptible function"),
+            Error::Timer(_) => f.write_str("cannot set up the preemption timer or monitor"),
+            Error::Signal(_) => f.write_str("cannot install linger's signal handler"),
+            Error::WrongThread => {
+                f.write_str("the continuation belongs to another thread (launch it with Builder::migratable to move it)")
+            }
+            Error::Poisoned => f.write_str("the function panicked or overflowed its stack; it cannot be resumed"),
             Error::StackOverflow { stack_size } => write!(
                 f,
-                "linger: stack overflow in a preemptible function ({} KiB stack; raise LINGER_STACK_SIZE or Builder::stack_size)",
+                "stack overflow in a preemptible function ({} KiB stack; the function was abandoned without running \
+                 its destructors: raise LINGER_STACK_SIZE or Builder::stack_size)",
                 stack_size / 1024
             ),
-            Error::Busy => write!(f, "linger: the continuation is already running"),
-            Error::OutOfMemory => write!(f, "linger: out of memory"),
-            Error::Config(msg) => write!(f, "linger: bad configuration: {msg}"),
-            Error::NotHere(why) => write!(f, "linger: not allowed {why}"),
-            Error::Isolation(e) => write!(f, "linger: cannot isolate the function's libraries: {e}"),
+            Error::Busy => f.write_str("the continuation is already running"),
+            Error::OutOfMemory => f.write_str("out of memory for linger's bookkeeping"),
+            Error::Config(msg) => write!(f, "bad configuration: {msg}"),
+            Error::NotHere(why) => write!(f, "not allowed {why}"),
+            Error::Isolation(_) => f.write_str("cannot isolate the function's libraries"),
         }
+    }
+}
+
+/// For code that speaks `io::Result`: the kind from [`Error::kind`], and
+/// the linger error itself inside (`get_ref`, `into_inner`, `downcast`).
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        io::Error::new(e.kind(), e)
     }
 }
 
@@ -90,6 +102,35 @@ impl std::error::Error for Error {
 }
 
 impl Error {
+    /// The error and its causes, each said once, joined by ": " (what
+    /// `linger-run` prints): "cannot allocate a stack for a preemptible
+    /// function: Cannot allocate memory (os error 12)".
+    pub fn chain(&self) -> String {
+        let mut s = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            s.push_str(": ");
+            s.push_str(&c.to_string());
+            cause = c.source();
+        }
+        s
+    }
+
+    /// The `io::ErrorKind` that says what kind of failure this is (the kind
+    /// an `io::Error` made from it has).
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            Error::StackAllocation(_) | Error::OutOfMemory => io::ErrorKind::OutOfMemory,
+            Error::Timer(e) | Error::Signal(e) => e.kind(),
+            Error::WrongThread | Error::NotHere(_) => io::ErrorKind::PermissionDenied,
+            Error::Poisoned | Error::StackOverflow { .. } => io::ErrorKind::Other,
+            Error::Busy | Error::Isolation(gotcha::Error::NoLibset { .. }) => io::ErrorKind::ResourceBusy,
+            Error::Config(_) => io::ErrorKind::InvalidInput,
+            Error::Isolation(gotcha::Error::NotLoaded(_)) => io::ErrorKind::NotFound,
+            Error::Isolation(_) => io::ErrorKind::Unsupported,
+        }
+    }
+
     /// The `errno` value the C API reports for this error.
     pub fn errno(&self) -> i32 {
         match self {

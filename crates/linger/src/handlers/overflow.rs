@@ -138,17 +138,6 @@ pub(crate) fn ensure_altstack() {
     }
 }
 
-/// The message for an overflow inside library code, once the library call
-/// has returned and the function is abandoned (caller side).
-pub(crate) fn report_library_overflow(stack_bytes: usize) {
-    report(
-        b"linger: stack overflow inside library code in a preemptible function (stack of ",
-        stack_bytes / 1024,
-        b" KiB); the library call finished on the emergency reserve, then the function was abandoned \
-without running its destructors. Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
-    );
-}
-
 /// Stack the call-chain walk gets in the reserve (it may not fit on the
 /// alternate signal stack: Rust gives its threads `SIGSTKSZ`, 8 KiB, and
 /// the kernel's signal frame alone takes 3.5 KiB or more).
@@ -251,25 +240,6 @@ fn finish_on_reserve(f: &Frame, addr: usize, uc: &libc::ucontext_t) -> bool {
     true
 }
 
-/// Writes `msg` then the decimal `n` then `tail` to stderr, without allocating.
-fn report(msg: &[u8], n: usize, tail: &[u8]) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for part in [msg, &digits[i..], tail] {
-        // SAFETY: writing a valid buffer to fd 2; async-signal-safe.
-        unsafe { libc::write(2, part.as_ptr() as *const libc::c_void, part.len()) };
-    }
-}
-
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
     if crate::handlers::preempt::handler_out_of_stack(info, uc) || crate::handlers::preempt::lost_timer_signal(info, uc) {
         return;
@@ -304,12 +274,9 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
         }
         if in_guard || frame_did_not_fit {
             if let Some(trap) = f.trap.take() {
-                report(
-                    b"linger: stack overflow in a preemptible function (stack of ",
-                    (f.stack_hi - f.stack_lo + crate::machine::stack::HEADER) / 1024,
-                    b" KiB); the function was abandoned without running its destructors. \
-Raise LINGER_STACK_SIZE or use Builder::stack_size.\n",
-                );
+                // Nothing is printed: the launch or resume returns
+                // `Error::StackOverflow` (C: `EFAULT`), which says what to
+                // do, and `stats().stack_overflows` counts it.
                 // The timer may have fired without its handler running (the
                 // SI_KERNEL case) or while the handler was arming it: forget
                 // what we believed was armed, so the next launch re-arms.

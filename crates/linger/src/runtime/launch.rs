@@ -666,8 +666,6 @@ impl<T> Inner<T> {
                 // Stopped right after the library call it overflowed in
                 // returned (see `overflow.rs`): abandoned like an overflow
                 // in its own code, all of its stack possibly live.
-                let f = self.frame();
-                crate::handlers::overflow::report_library_overflow(f.stack_hi - f.stack_lo + crate::machine::stack::HEADER);
                 let stack_size = self.stack_size();
                 // SAFETY: stopped at an arbitrary point of its own code, and
                 // never resumed: abandoning it leaks its heap objects, and

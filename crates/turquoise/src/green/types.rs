@@ -2,7 +2,6 @@
 //! payloads of its abnormal ends, the spawn errors. Below the records
 //! (`green.rs`) and everything above them.
 
-use std::io;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,14 +56,4 @@ pub struct Exited {
 pub struct StackOverflow {
     /// The usable stack it had, in bytes.
     pub stack_size: usize,
-}
-
-/// A spawn's error from linger's, as `std::thread::Builder::spawn` gives them.
-pub(crate) fn linger_error(e: linger::Error) -> io::Error {
-    match e {
-        linger::Error::Config(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
-        linger::Error::StackAllocation(e) => io::Error::new(e.kind(), format!("turquoise: no stack for a green thread: {e}")),
-        linger::Error::OutOfMemory => io::Error::new(io::ErrorKind::OutOfMemory, e),
-        e => io::Error::other(e),
-    }
 }

@@ -163,7 +163,7 @@ impl Builder {
         // SAFETY: we are on a worker of `handle` (checked above), where the
         // activity stays (`records::spawn_local`); `run` and its result cross
         // no thread: see `HomeBound`.
-        let task = crate::sched::join::JoinHandle::green(unsafe { records::spawn_local(handle.scheduler(), run, spec) }.map_err(crate::green::types::linger_error)?);
+        let task = crate::sched::join::JoinHandle::green(unsafe { records::spawn_local(handle.scheduler(), run, spec) }.map_err(io::Error::from)?);
         Ok(LocalJoinHandle { inner: JoinHandle { task, thread }, _not_send: PhantomData })
     }
 }

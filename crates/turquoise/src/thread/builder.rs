@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use crate::green::block::block_on_as;
 use crate::base::thread_stats::Cause;
-use crate::green::types::linger_error;
 use crate::green::{dump_signal, park, records};
 use super::{Thread, ThreadId, ThreadStats};
 use crate::sched::runtime::{Handle, Runtime};
@@ -112,7 +111,7 @@ impl Builder {
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
         let spec = records::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
-        let task = crate::sched::join::JoinHandle::green(records::spawn(handle.scheduler(), f, spec).map_err(linger_error)?);
+        let task = crate::sched::join::JoinHandle::green(records::spawn(handle.scheduler(), f, spec).map_err(io::Error::from)?);
         Ok(JoinHandle { task, thread })
     }
 }
