@@ -63,6 +63,27 @@ PROGRAM must be dynamically linked. Exit status: PROGRAM's own; 2 for bad
 arguments or a program that cannot be run; 125 if linger-run itself fails.
 ";
 
+/// The reference of the variables (`docs/configuration.md`), its linger
+/// and linger-run rows, for `--help`: the one table, not a copy of it.
+const CONFIGURATION: &str = include_str!("../../../docs/configuration.md");
+
+/// "Environment:" and a line per `LINGER_*` variable: name, default, meaning.
+fn environment() -> String {
+    let mut out = String::from("Environment (all of them, with turquoise's: docs/configuration.md):\n");
+    for line in CONFIGURATION.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | `NAME` | kind | default | meaning | (option) |
+        let [_, name, kind, default, meaning, ..] = cells[..] else { continue };
+        let Some(name) = name.strip_prefix("`LINGER_").and_then(|n| n.strip_suffix('`')) else { continue };
+        if kind == "(internal)" {
+            continue;
+        }
+        let default = if default.is_empty() { String::new() } else { format!(", default {}", default.replace('`', "")) };
+        out.push_str(&format!("  LINGER_{name} ({}{default}): {}\n", kind.replace('`', ""), meaning.replace('`', "")));
+    }
+    out
+}
+
 fn usage_error(msg: &str) -> c_int {
     eprintln!("linger-run: {msg} ({USAGE})");
     2
@@ -193,7 +214,7 @@ fn library() -> Result<PathBuf, String> {
 fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
     let a = match parse(argv) {
         Parsed::Help => {
-            println!("{USAGE}\n\n{HELP}");
+            println!("{USAGE}\n\n{HELP}\n{}", environment());
             return 0;
         }
         Parsed::Error(m) => return usage_error(&m),

@@ -81,12 +81,16 @@ impl Options {
             Some("1") | Some("stderr") => Some(StatsTo::Stderr),
             Some(_) => Some(StatsTo::File(linger::glibc::var_os(STATS_VAR).unwrap_or_default())),
         };
-        let yes = |name| matches!(var(name).as_deref().map(str::trim), Some("1") | Some("yes") | Some("true"));
-        let children = yes(CHILDREN_VAR);
-        let preempt_blocked = yes(PREEMPT_BLOCKED_VAR);
+        let flag = |name: &str| match var(name) {
+            None => Ok(false),
+            Some(v) if v.trim().is_empty() => Ok(false),
+            Some(v) => linger::parse_flag(&v).map_err(|e| format!("{name}: {e}")),
+        };
+        let children = flag(CHILDREN_VAR)?;
+        let preempt_blocked = flag(PREEMPT_BLOCKED_VAR)?;
         let stack_size = match var(STACK_VAR) {
             None => main_stack_size(),
-            Some(v) => parse_size(&v).ok_or_else(|| format!("{STACK_VAR}: {v:?} is not a size (such as 8M)"))?,
+            Some(v) => linger::parse_size(&v).map_err(|e| format!("{STACK_VAR}: {e}"))?,
         };
         let isolate = match var(ISOLATE_VAR) {
             None => None,
@@ -95,17 +99,6 @@ impl Options {
         };
         Ok(Options { slice, stats, children, preempt_blocked, stack_size, isolate })
     }
-}
-
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (num, mult) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 1usize << 10),
-        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
-        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().ok()?.checked_mul(mult)
 }
 
 /// `LD_PRELOAD` without our library (entries are separated by spaces or
@@ -188,12 +181,5 @@ mod tests {
         assert_eq!(preload_without_us("/x/notliblinger_run.so"), Some("/x/notliblinger_run.so".into()));
         assert_eq!(preload_of_us("/x/liblinger_run.so:/y/libfoo.so"), Some("/x/liblinger_run.so".into()));
         assert_eq!(preload_of_us("/y/libfoo.so"), None);
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("8M"), Some(8 << 20));
-        assert_eq!(parse_size("1G"), Some(1 << 30));
-        assert_eq!(parse_size("nope"), None);
     }
 }

@@ -59,7 +59,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-pub use base::config::{parse_duration, Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use base::config::{Config, Timekeeping, DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use base::parse::{parse_count, parse_duration, parse_duration_in, parse_flag, parse_signal, parse_size};
 pub use base::error::Error;
 pub use gotcha::{Exhausted, Selection};
 pub use isolation::{isolate, prepare_libsets};

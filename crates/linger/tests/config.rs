@@ -111,6 +111,12 @@ fn config_cases() {
     assert!(out.contains("CASE-OK") && out.contains("LINGER_STACK_SIZE"), "{out}");
     let sig = (libc::SIGRTMIN() + 4).to_string();
     assert!(run_case("custom", &[("LINGER_SIGNAL", &sig), ("LINGER_STACK_SIZE", "128K")]).contains("CASE-OK"));
+    // The same by name, and a size in a unit of its own (0.125M = 128K).
+    assert!(run_case("custom", &[("LINGER_SIGNAL", "SIGRTMIN+4"), ("LINGER_STACK_SIZE", "0.125M")]).contains("CASE-OK"));
+    for (var, value) in [("LINGER_RETURN_TRAP", "maybe"), ("LINGER_FD_MODES", "2"), ("LINGER_RETRY_US", "-1"), ("LINGER_TIMEKEEPING", "sundial")] {
+        let out = run_case("bad-signal", &[(var, value)]);
+        assert!(out.contains("CASE-OK") && out.contains(var) && out.contains(value), "{var}={value}: {out}");
+    }
     assert!(run_case("signal-shadowed", &[]).contains("CASE-OK"));
     let out = run_case("signal-taken", &[]);
     assert!(out.contains("CASE-OK") && out.contains("already has a handler"), "{out}");

@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::base::parse::{parse_duration_in, parse_flag, parse_signal, parse_size};
 use crate::Error;
 
 /// Default usable stack size of a preemptible function. Large enough for a
@@ -19,16 +20,12 @@ pub const MIN_STACK_SIZE: usize = 64 * 1024;
 /// `LINGER_*` variables), adjust it, and [`Config::install`] it before the first
 /// launch. Without an explicit install the environment is read at first launch.
 ///
-/// | variable | meaning | default |
-/// |---|---|---|
-/// | `LINGER_SIGNAL` | preemption signal number | `SIGRTMAX-3` |
-/// | `LINGER_STACK_SIZE` | default stack size (`K`/`M` suffixes) | 256K |
-/// | `LINGER_RETRY_US` | first retry delay when a preemption must be deferred | 10 |
-/// | `LINGER_PREEMPTIBLE_LIBS` | comma-separated shared-object name parts whose code may be preempted | none |
-/// | `LINGER_DEFER_SYMBOLS` | comma-separated symbol-name parts in the executable that must not be preempted | none |
-/// | `LINGER_RETURN_TRAP` | `0`: take deferred deadlines by timer retries only, never by return traps | `1` |
-/// | `LINGER_TIMEKEEPING` | how deadlines reach threads: `timer` (one POSIX timer per thread, armed for its earliest deadline) or `monitor` (one monitor thread per process signals only threads whose function is overdue; see [`Timekeeping`]) | `timer` |
-/// | `LINGER_FD_MODES` | `0`: a call that would block asks the kernel for its descriptor's `O_NONBLOCK` and socket timeouts at every park, instead of keeping them from the calls that set them (read on its own, at first use; see "What a park knows of a descriptor" in `docs/safety.md`) | `1` |
+/// The variables it reads (`LINGER_SIGNAL`, `LINGER_STACK_SIZE`,
+/// `LINGER_RETRY_US`, `LINGER_PREEMPTIBLE_LIBS`, `LINGER_DEFER_SYMBOLS`,
+/// `LINGER_RETURN_TRAP`, `LINGER_TIMEKEEPING`, `LINGER_FD_MODES`), what each
+/// accepts and its default: the project's `docs/configuration.md`, the one
+/// reference of every variable. A bad value is an [`Error::Config`] naming
+/// it, at the first launch.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) signal: i32,
@@ -63,7 +60,7 @@ impl Timekeeping {
         match s.trim() {
             "timer" => Ok(Timekeeping::Timer),
             "monitor" => Ok(Timekeeping::Monitor),
-            v => Err(Error::Config(format!("LINGER_TIMEKEEPING={v:?} is neither \"timer\" nor \"monitor\""))),
+            v => Err(Error::Config(format!("LINGER_TIMEKEEPING: {v:?} is neither \"timer\" nor \"monitor\""))),
         }
     }
 }
@@ -84,47 +81,6 @@ impl Default for Config {
     }
 }
 
-/// Parses sizes such as `65536`, `64K`, `1M`.
-pub(crate) fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (num, mult) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 1024),
-        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
-        _ => (s, 1),
-    };
-    num.trim().parse::<usize>().ok()?.checked_mul(mult)
-}
-
-/// Parses a duration such as `50us`, `1.5ms`, `2s` or `800ns` (units `ns`,
-/// `us`, `ms`, `s`; a bare number is an error, so that `--slice 100` cannot
-/// silently mean 100 ns or 100 s). Zero is an error: it would mean "set up but
-/// never run" for a launch and is almost always a mistake on a command line.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "\u{b5}s" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "" => return Err(format!("duration {s:?} needs a unit (ns, us, ms or s)")),
-        u => return Err(format!("duration {s:?} has an unknown unit {u:?} (use ns, us, ms or s)")),
-    };
-    if num.is_empty() || num.matches('.').count() > 1 || num.starts_with('.') || num.ends_with('.') {
-        return Err(format!("duration {s:?} is not a number followed by a unit"));
-    }
-    let v: f64 = num.parse().map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
-    let ns = (v * scale).round();
-    if ns < 1.0 {
-        return Err(format!("duration {s:?} is zero"));
-    }
-    if ns >= u64::MAX as f64 {
-        return Err(format!("duration {s:?} is too large (at most {} s)", u64::MAX / 1_000_000_000));
-    }
-    Ok(Duration::from_nanos(ns as u64))
-}
-
 fn list(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect()
 }
@@ -133,17 +89,16 @@ impl Config {
     /// Defaults overridden by the `LINGER_*` environment variables.
     pub fn from_env() -> Result<Config, Error> {
         let mut c = Config::default();
+        let bad = |name: &str, e: String| Error::Config(format!("{name}: {e}"));
         if let Some(v) = crate::base::glibc::var("LINGER_SIGNAL") {
-            let n = v.trim().parse::<i32>().map_err(|_| Error::Config(format!("LINGER_SIGNAL={v:?} is not a number")))?;
-            c = c.signal(n)?;
+            c = c.signal(parse_signal(&v).map_err(|e| bad("LINGER_SIGNAL", e))?)?;
         }
         if let Some(v) = crate::base::glibc::var("LINGER_STACK_SIZE") {
-            let n = parse_size(&v).ok_or_else(|| Error::Config(format!("LINGER_STACK_SIZE={v:?} is not a size")))?;
-            c = c.stack_size(n)?;
+            c = c.stack_size(parse_size(&v).map_err(|e| bad("LINGER_STACK_SIZE", e))?)?;
         }
         if let Some(v) = crate::base::glibc::var("LINGER_RETRY_US") {
-            let n = v.trim().parse::<u64>().map_err(|_| Error::Config(format!("LINGER_RETRY_US={v:?} is not a number")))?;
-            c.retry = Duration::from_micros(n.clamp(1, 100_000));
+            let d = parse_duration_in(&v, Some(Duration::from_micros(1)), false).map_err(|e| bad("LINGER_RETRY_US", e))?;
+            c = c.retry(d);
         }
         if let Some(v) = crate::base::glibc::var("LINGER_PREEMPTIBLE_LIBS") {
             c.preemptible_libs = list(&v);
@@ -152,7 +107,12 @@ impl Config {
             c.defer_symbols = list(&v);
         }
         if let Some(v) = crate::base::glibc::var("LINGER_RETURN_TRAP") {
-            c.return_traps = v.trim() != "0";
+            c.return_traps = parse_flag(&v).map_err(|e| bad("LINGER_RETURN_TRAP", e))?;
+        }
+        // Read on its own where it is used (`interpose/fd_modes.rs`), at
+        // the first park; a bad value is refused here, at the first launch.
+        if let Some(v) = crate::base::glibc::var("LINGER_FD_MODES") {
+            parse_flag(&v).map_err(|e| bad("LINGER_FD_MODES", e))?;
         }
         if let Some(v) = crate::base::glibc::var("LINGER_TIMEKEEPING") {
             c.timekeeping = Timekeeping::parse(&v)?;
@@ -261,13 +221,9 @@ pub(crate) fn signal_if_known() -> i32 {
     }
 }
 
-/// `LINGER_SIGNAL` as a plain decimal number, parsed without allocating.
+/// `LINGER_SIGNAL` as [`parse_signal`] reads it, without allocating.
 fn env_signal() -> Option<i32> {
-    let v = crate::base::glibc::env_bytes(b"LINGER_SIGNAL")?.trim_ascii();
-    if v.is_empty() || v.len() > 3 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(v.iter().fold(0, |n, d| n * 10 + i32::from(d - b'0')))
+    crate::base::parse::signal_number(crate::base::glibc::env_bytes(b"LINGER_SIGNAL")?)
 }
 
 /// The frozen process configuration (read from the environment on first use).
@@ -297,28 +253,4 @@ pub(crate) fn page_size() -> usize {
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     PAGE.store(p, Ordering::Relaxed);
     p
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("50us"), Ok(Duration::from_micros(50)));
-        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
-        assert_eq!(parse_duration(" 2s "), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("800ns"), Ok(Duration::from_nanos(800)));
-        assert_eq!(parse_duration("7\u{b5}s"), Ok(Duration::from_micros(7)));
-        for bad in ["", "us", "100", "0us", "0.0001ns", "1.2.3ms", ".5ms", "5.ms", "-5ms", "5 minutes", "1e3us", "99999999999999s"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("64K"), Some(65536));
-        assert_eq!(parse_size("1M"), Some(1 << 20));
-        assert_eq!(parse_size("x"), None);
-    }
 }

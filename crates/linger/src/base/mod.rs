@@ -6,4 +6,5 @@ pub(crate) mod arch;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod hook;
+pub(crate) mod parse;
 pub(crate) mod sys;

@@ -255,7 +255,9 @@ fn enabled() -> bool {
         1 => true,
         2 => false,
         _ => {
-            let on = crate::base::glibc::env_bytes(b"LINGER_FD_MODES").is_none_or(|v| v.trim_ascii() != b"0");
+            // A bad value keeps the table (and fails the first launch:
+            // `Config::from_env`).
+            let on = crate::base::glibc::env_bytes(b"LINGER_FD_MODES").and_then(crate::base::parse::flag_value).unwrap_or(true);
             STATE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
             on
         }

@@ -25,35 +25,16 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-/// Parses `SIGQUIT`, `QUIT` or a number.
-fn signal_number(name: &str) -> Option<libc::c_int> {
-    let n = name.trim();
-    if let Ok(v) = n.parse::<libc::c_int>() {
-        return (1..libc::SIGRTMAX()).contains(&v).then_some(v);
-    }
-    let n = n.strip_prefix("SIG").unwrap_or(n);
-    Some(match n {
-        "QUIT" => libc::SIGQUIT,
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
-        "HUP" => libc::SIGHUP,
-        "PWR" => libc::SIGPWR,
-        "WINCH" => libc::SIGWINCH,
-        _ => return None,
-    })
-}
-
-/// Installs the dump signal named by `TURQ_DUMP_SIGNAL`, once; a bad name
-/// or a failure is reported on stderr and ignored (never fatal).
-pub(crate) fn install_from_env() {
-    static ONCE: OnceLock<()> = OnceLock::new();
+/// Installs the dump signal named by `TURQ_DUMP_SIGNAL` (a number or a
+/// name, as `linger::parse_signal` reads it), once: a bad value or a failure
+/// is the caller's error (the default runtime does not start), said once.
+pub(crate) fn install_from_env() -> Result<(), String> {
+    static ONCE: OnceLock<Result<(), String>> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let Ok(name) = std::env::var("TURQ_DUMP_SIGNAL") else { return };
-        match signal_number(&name).ok_or_else(|| format!("unknown signal {name:?}")).and_then(install) {
-            Ok(()) => {}
-            Err(e) => eprintln!("turquoise: TURQ_DUMP_SIGNAL: {e}"),
-        }
-    });
+        let Ok(name) = std::env::var("TURQ_DUMP_SIGNAL") else { return Ok(()) };
+        linger::parse_signal(&name).and_then(install).map_err(|e| format!("TURQ_DUMP_SIGNAL: {e}"))
+    })
+    .clone()
 }
 
 fn install(sig: libc::c_int) -> Result<(), String> {

@@ -149,21 +149,33 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
     if DEFAULT.get().is_some() {
         return Ok(false);
     }
-    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok()).filter(|&v| v > 0);
+    // Each variable read as `docs/configuration.md` says; a bad value is
+    // refused, naming it (the spawn that started the runtime gets it).
+    let bad = |name: &str, e: String| io::Error::new(io::ErrorKind::InvalidInput, format!("{name}: {e}"));
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let us = Some(Duration::from_micros(1));
     let mut b = crate::sched::runtime::Builder::new();
     b.enable_all().thread_name("turquoise-green");
-    if let Some(w) = workers.or_else(|| env("TURQ_WORKERS").map(|w| w as usize)) {
+    let workers = match (workers, var("TURQ_WORKERS")) {
+        (None, Some(v)) => Some(linger::parse_count(&v).map_err(|e| bad("TURQ_WORKERS", e))?),
+        (w, _) => w,
+    };
+    if let Some(w) = workers {
         b.worker_threads(w);
     }
-    if let Some(s) = slice.or_else(|| env("TURQ_SLICE_US").map(Duration::from_micros)) {
+    let slice = match (slice, var("TURQ_SLICE_US")) {
+        (None, Some(v)) => Some(linger::parse_duration_in(&v, us, false).map_err(|e| bad("TURQ_SLICE_US", e))?),
+        (s, _) => s,
+    };
+    if let Some(s) = slice {
         b.slice(s);
     }
-    // Zero is a setting here (no looks), so not filtered like the others.
-    if let Some(g) = std::env::var("TURQ_GRANULARITY_US").ok().and_then(|v| v.trim().parse::<u64>().ok()) {
-        b.granularity(Duration::from_micros(g));
+    // Zero is a setting here (no looks).
+    if let Some(v) = var("TURQ_GRANULARITY_US") {
+        b.granularity(linger::parse_duration_in(&v, us, true).map_err(|e| bad("TURQ_GRANULARITY_US", e))?);
     }
+    dump_signal::install_from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let rt = b.build()?;
-    dump_signal::install_from_env();
     // Two first spawns may race: the loser's runtime is shut down here.
     let mut won = false;
     DEFAULT.get_or_init(|| {
