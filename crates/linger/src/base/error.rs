@@ -48,16 +48,18 @@ pub enum Error {
     Isolation(gotcha::Error),
 }
 
-// Messages say what failed, once: the cause of a wrapping variant (an OS
-// error, an isolation error) is its `source()`, not repeated here, so that
-// error-chain printers (`anyhow`'s `{:#}`, `linger::Error::chain`) show each
-// part once. No "linger:" prefix: the caller knows whose error it is.
+// Messages say what failed and why, once: a wrapping variant's cause (an
+// OS error, an isolation error) is in its message and is not also its
+// `source()`, so that a plain `{}` says it all and error-chain printers
+// (`anyhow`'s `{:#}`) do not repeat it. The cause stays reachable by
+// matching the variant. No "linger:" prefix: the caller knows whose error
+// it is.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::StackAllocation(_) => f.write_str("cannot allocate a stack for a preemptible function"),
-            Error::Timer(_) => f.write_str("cannot set up the preemption timer or monitor"),
-            Error::Signal(_) => f.write_str("cannot install linger's signal handler"),
+            Error::StackAllocation(e) => write!(f, "cannot allocate a stack for a preemptible function: {e}"),
+            Error::Timer(e) => write!(f, "cannot set up the preemption timer or monitor: {e}"),
+            Error::Signal(e) => write!(f, "cannot install linger's signal handler: {e}"),
             Error::WrongThread => {
                 f.write_str("the continuation belongs to another thread (launch it with Builder::migratable to move it)")
             }
@@ -72,7 +74,7 @@ impl fmt::Display for Error {
             Error::OutOfMemory => f.write_str("out of memory for linger's bookkeeping"),
             Error::Config(msg) => write!(f, "bad configuration: {msg}"),
             Error::NotHere(why) => write!(f, "not allowed {why}"),
-            Error::Isolation(_) => f.write_str("cannot isolate the function's libraries"),
+            Error::Isolation(e) => write!(f, "cannot isolate the function's libraries: {e}"),
         }
     }
 }
@@ -91,31 +93,9 @@ impl From<gotcha::Error> for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::StackAllocation(e) | Error::Timer(e) | Error::Signal(e) => Some(e),
-            Error::Isolation(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for Error {}
 
 impl Error {
-    /// The error and its causes, each said once, joined by ": " (what
-    /// `linger-run` prints): "cannot allocate a stack for a preemptible
-    /// function: Cannot allocate memory (os error 12)".
-    pub fn chain(&self) -> String {
-        let mut s = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            s.push_str(": ");
-            s.push_str(&c.to_string());
-            cause = c.source();
-        }
-        s
-    }
-
     /// The `io::ErrorKind` that says what kind of failure this is (the kind
     /// an `io::Error` made from it has).
     pub fn kind(&self) -> io::ErrorKind {
