@@ -17,6 +17,8 @@
 
 mod options;
 mod start;
+mod stats;
 mod threads;
 
 pub use start::__libc_start_main;
+pub use stats::{_Exit, _exit};

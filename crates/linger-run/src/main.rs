@@ -54,13 +54,17 @@ Options:
   --argv0 NAME      run PROGRAM with NAME as its argv[0] (as `exec -a NAME`
                     does; by default argv[0] is PROGRAM as given)
   -h, --help        show this help
+  -V, --version     show linger-run's version
+Each option that takes a value also takes it as --option=VALUE.
 
 Without the command: LD_PRELOAD=.../liblinger_run.so LINGER_RUN_SLICE=20us \\
   [LINGER_RUN_STATS=1|FILE] [LINGER_RUN_CHILDREN=1] [LINGER_RUN_PREEMPT_BLOCKED=1]
   [LINGER_RUN_STACK=8M] [LINGER_ISOLATE=LIBS] PROGRAM
 The stack of main() is the soft `ulimit -s` (8 MiB by default).
 PROGRAM must be dynamically linked. Exit status: PROGRAM's own; 2 for bad
-arguments or a program that cannot be run; 125 if linger-run itself fails.
+arguments; 125 if linger-run itself fails; 126 if PROGRAM cannot be run
+(not executable, statically linked); 127 if it is not found (as env,
+timeout and nice do).
 ";
 
 /// The reference of the variables (`docs/configuration.md`), its linger
@@ -84,6 +88,11 @@ fn environment() -> String {
     out
 }
 
+/// Exit statuses for a PROGRAM that cannot be run, as `env`, `timeout` and
+/// `nice` have them.
+const CANNOT_RUN: c_int = 126;
+const NOT_FOUND: c_int = 127;
+
 fn usage_error(msg: &str) -> c_int {
     eprintln!("linger-run: {msg} ({USAGE})");
     2
@@ -104,6 +113,7 @@ struct Args {
 enum Parsed {
     Run(Args),
     Help,
+    Version,
     Error(String),
 }
 
@@ -118,6 +128,8 @@ fn parse(argv: &[&[u8]]) -> Parsed {
             break;
         } else if arg == b"-h" || arg == b"--help" {
             return Parsed::Help;
+        } else if arg == b"-V" || arg == b"--version" {
+            return Parsed::Version;
         } else if arg == b"--slice" {
             let Some(v) = argv.get(i + 1) else { return Parsed::Error("--slice needs a duration".into()) };
             a.slice = Some(String::from_utf8_lossy(v).into_owned());
@@ -133,6 +145,8 @@ fn parse(argv: &[&[u8]]) -> Parsed {
             a.isolate = Some(String::from_utf8_lossy(v).into_owned());
             i += 2;
             continue;
+        } else if let Some(v) = arg.strip_prefix(b"--argv0=") {
+            a.argv0 = Some(CString::new(v).expect("argv entries have no NUL"));
         } else if let Some(v) = s.strip_prefix("--isolate=") {
             a.isolate = Some(v.to_owned());
         } else if let Some(v) = s.strip_prefix("--slice=") {
@@ -217,21 +231,29 @@ fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
             println!("{USAGE}\n\n{HELP}\n{}", environment());
             return 0;
         }
+        Parsed::Version => {
+            println!("linger-run {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
         Parsed::Error(m) => return usage_error(&m),
         Parsed::Run(a) => a,
     };
     let program = OsStr::from_bytes(argv[a.program]);
     let Some(path) = resolve(program) else {
         eprintln!("linger-run: {}: command not found", program.to_string_lossy());
-        return 2;
+        return NOT_FOUND;
     };
+    if !path.exists() {
+        eprintln!("linger-run: {}: no such file", path.display());
+        return NOT_FOUND;
+    }
     if !is_executable(&path) {
         eprintln!("linger-run: {}: not an executable file", path.display());
-        return 2;
+        return CANNOT_RUN;
     }
     if is_static_elf(&path) {
         eprintln!("linger-run: {} is statically linked; LD_PRELOAD cannot reach its main()", path.display());
-        return 2;
+        return CANNOT_RUN;
     }
     let lib = match library() {
         Ok(l) => l,
@@ -293,7 +315,7 @@ fn run(argv: &[&[u8]], raw_argv: *const *const c_char) -> c_int {
     unsafe { libc::execvp(file.as_ptr(), args.as_ptr()) };
     let e = std::io::Error::last_os_error();
     eprintln!("linger-run: cannot run {}: {e}", program.to_string_lossy());
-    2
+    if e.kind() == std::io::ErrorKind::NotFound { NOT_FOUND } else { CANNOT_RUN }
 }
 
 /// # Safety

@@ -1,54 +1,23 @@
 //! The program's entry, interposed: `__libc_start_main` gets our `main`,
 //! which runs the real one inside a preemptible function.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use libc::{c_char, c_int, c_void};
 
-use crate::options::{hand_to_children, program_name, scrub_environment, Options, StatsTo};
+use crate::options::{hand_to_children, program_name, scrub_environment, Options};
 
 type Main = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
 type Start = unsafe extern "C" fn(Main, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
 
 /// The program's real `main`.
 static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
-/// Where `--stats` goes, and which process prints them (not forked children).
-static STATS: OnceLock<StatsTo> = OnceLock::new();
-static STATS_PID: AtomicI32 = AtomicI32::new(0);
-/// With `--isolate`: libc's variables the executable holds by `COPY`
-/// relocation (they stay the program's; see docs/safety.md, "gotcha").
-static COPY_RELOCATED: OnceLock<String> = OnceLock::new();
-
-/// The main thread's counters when it ended by `pthread_exit` (the process
-/// then ends on another thread, whose counters `print_stats` would
-/// otherwise read).
-static MAIN_STATS: std::sync::Mutex<Option<linger::Stats>> = std::sync::Mutex::new(None);
-
-/// Runs as the main thread ends by `pthread_exit` (a thread-specific data
-/// destructor: glibc runs them there, and not at `exit`): keeps its counters.
-extern "C" fn keep_main_stats(_: *mut c_void) {
-    *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger::stats());
-}
-
-/// Has `keep_main_stats` run when the main thread ends by `pthread_exit`.
-fn watch_main_exit() {
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: creating a key with a destructor that takes its value, and
-    // giving this thread a non-null value for it (never dereferenced).
-    unsafe {
-        if libc::pthread_key_create(&mut key, Some(keep_main_stats)) == 0 {
-            libc::pthread_setspecific(key, 1 as *const c_void);
-        }
-    }
-}
 
 /// Exit status for our own failures (the program never ran), as `timeout(1)` does.
 const OWN_FAILURE: c_int = 125;
 
-fn say(msg: &str) {
+pub(crate) fn say(msg: &str) {
     let line = format!("linger-run: {msg}\n");
     // SAFETY: writing a valid buffer to fd 2; a failure leaves nothing to do.
     unsafe { libc::write(2, line.as_ptr() as *const c_void, line.len()) };
@@ -129,28 +98,23 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     }
     scrub_environment();
     if let Err(e) = linger::init() {
-        say(&format!("cannot start preemption for {name}: {}", e.chain()));
+        say(&format!("cannot start preemption for {name}: {e}"));
         return OWN_FAILURE;
     }
-    if let Some(to) = opts.stats {
-        let _ = STATS.set(to);
-        // SAFETY: getpid has no preconditions.
-        STATS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-        // SAFETY: registering a handler that takes no arguments. Registered
-        // before main runs, so it runs after the program's own handlers.
-        unsafe { libc::atexit(print_stats) };
-        watch_main_exit();
-    }
+    // Without --children, an image the program execs runs without us: say
+    // so when the user asked for slices or statistics.
+    let warn_exec = (opts.slice.is_some() || opts.stats.is_some()) && !opts.children;
+    crate::stats::watch(opts.stats, &name, warn_exec);
 
     if let Some(sel) = &opts.isolate {
         // What stays the program's (`COPY` relocations) goes with the
         // stats (`copy_relocated=`).
         match linger::isolate(sel) {
             Ok(r) => {
-                let _ = COPY_RELOCATED.set(r.copy_relocated.join(","));
+                crate::stats::copy_relocated(r.copy_relocated.join(","));
             }
             Err(e) => {
-                say(&format!("cannot isolate libraries for {name}: {}", e.chain()));
+                say(&format!("cannot isolate libraries for {name}: {e}"));
                 return OWN_FAILURE;
             }
         }
@@ -234,39 +198,7 @@ fn failed(name: &str, e: linger::Error, stack: usize) -> c_int {
         // Terminates the process the way the overflow would have.
         linger::glibc::die_by(libc::SIGSEGV, true);
     }
-    say(&format!("{name}: {}", e.chain()));
+    say(&format!("{name}: {e}"));
     OWN_FAILURE
 }
 
-/// Prints the main thread's preemption counters at exit (`--stats`).
-extern "C" fn print_stats() {
-    // SAFETY: getpid has no preconditions.
-    if unsafe { libc::getpid() } != STATS_PID.load(Ordering::Relaxed) {
-        return; // a forked child exiting
-    }
-    let Some(to) = STATS.get() else { return };
-    // The program may be exiting from inside its preemptible main: keep the
-    // file and allocator locks out of reach of a preemption.
-    linger::critical(|| {
-        let snapshot = *MAIN_STATS.lock().unwrap_or_else(|e| e.into_inner());
-        let s = snapshot.unwrap_or_else(linger::stats);
-        let copied = COPY_RELOCATED.get().filter(|c| !c.is_empty()).map_or(String::new(), |c| format!(" copy_relocated={c}"));
-        let line = format!(
-            "linger-run: stats: preemptions={} deferred={} deferrals={} worst_overrun_us={} waits_left={}{copied}\n",
-            s.preemptions,
-            s.deferred_preemptions,
-            s.deferrals,
-            s.worst_overrun_ns / 1000,
-            s.blocked_deadlines
-        );
-        match to {
-            StatsTo::Stderr => say(line.trim_end().trim_start_matches("linger-run: ")),
-            StatsTo::File(path) => {
-                let f = std::fs::OpenOptions::new().create(true).append(true).open(path);
-                if let Err(e) = f.and_then(|mut f| f.write_all(line.as_bytes())) {
-                    say(&format!("cannot write stats to {}: {e}", path.to_string_lossy()));
-                }
-            }
-        }
-    });
-}

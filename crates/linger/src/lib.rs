@@ -184,6 +184,23 @@ impl<T> Linger<T> {
 }
 
 /// Options for a single launch.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // SAFETY: the function uses no thread-local storage.
+/// let b = unsafe { linger::Builder::new().stack_size(1 << 20).migratable(true) };
+/// let mut job = b.launch(|| { linger::pause(); "moved" }, Duration::MAX)?;
+/// // Migratable: it may be resumed on another thread.
+/// let out = std::thread::spawn(move || {
+///     linger::resume(&mut job, Duration::from_millis(10)).unwrap();
+///     job.completion()
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(out, Some("moved"));
+/// # Ok::<(), linger::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Builder {
     stack_size: Option<usize>,
@@ -448,6 +465,20 @@ impl Builder {
 /// the caller in turn: on a `std::thread` that aborts, as `pthread_exit`
 /// does there without linger.
 ///
+/// ```
+/// use std::time::Duration;
+/// use linger::Linger;
+///
+/// // A function that takes longer than its first slice.
+/// let mut job = linger::launch(|| (0..20_000_000u64).fold(0, |a, i| a ^ i), Duration::from_micros(100))?;
+/// while let Linger::Continuation(_) = job {
+///     // ... the caller serves other work here ...
+///     linger::resume(&mut job, Duration::from_micros(100))?;
+/// }
+/// assert!(job.completion().is_some());
+/// # Ok::<(), linger::Error>(())
+/// ```
+///
 /// `f` must own what it uses (`'static`): a function that runs out of time
 /// may be cancelled at any instruction, and data it borrowed could then be
 /// left half-updated. To borrow, launch inside a [`scope`].
@@ -470,6 +501,17 @@ where
 /// Continues a paused function for at most `timeout`. A completed function is
 /// left as it is; a poisoned one gives [`Error::Poisoned`]. A panic inside the
 /// function propagates to the caller and leaves [`Linger::Poison`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // A function that yields once, then returns.
+/// let mut job = linger::launch(|| { linger::pause(); 7 }, Duration::MAX)?;
+/// assert!(job.yielded());
+/// linger::resume(&mut job, Duration::from_millis(10))?;
+/// assert_eq!(job.completion(), Some(7));
+/// # Ok::<(), linger::Error>(())
+/// ```
 #[inline]
 pub fn resume<T>(l: &mut Linger<T>, timeout: Duration) -> Result<&mut Linger<T>, Error> {
     resume_ending(l, timeout, Ending::Here)
@@ -669,6 +711,13 @@ pub fn set_child_env(preload: &str, vars: &[(String, String)]) {
     interpose::child_env::set(preload, vars);
 }
 
+/// For linger-run: `f` is called before each exec the process makes (see
+/// `interpose/exec.rs`, `on_exec`), with the path asked for.
+#[doc(hidden)]
+pub fn on_exec(f: fn(Option<&std::ffi::CStr>)) {
+    interpose::exec::on_exec(f);
+}
+
 /// Inside a preemptible function: hands control back to the caller at once,
 /// as if the time had run out ([`Linger::yielded`] then reports it). Outside
 /// one it does nothing.
@@ -726,6 +775,24 @@ impl Drop for Critical {
 }
 
 /// Runs `f` without being preempted (see [`Critical`]).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+///
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let l = log.clone();
+/// let job = linger::launch(move || {
+///     for i in 0..1000 {
+///         // Never stopped with the lock held: a deadline inside waits
+///         // for the scope's end.
+///         linger::critical(|| l.lock().unwrap().push(i));
+///     }
+/// }, Duration::from_micros(50))?;
+/// drop(job); // cancelled wherever it was, never inside the lock
+/// assert!(log.lock().is_ok());
+/// # Ok::<(), linger::Error>(())
+/// ```
 #[inline]
 pub fn critical<R>(f: impl FnOnce() -> R) -> R {
     let _g = Critical::enter();

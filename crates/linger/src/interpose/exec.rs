@@ -120,12 +120,40 @@ fn after_failed_exec(p: Option<Prepared>) {
     set_errno(e);
 }
 
+/// Told of each exec the program is about to make (see [`on_exec`]).
+static OBSERVER: crate::base::hook::Hook<fn(Option<&std::ffi::CStr>)> = crate::base::hook::Hook::new();
+
+/// Registers `f`, which each exec of the exec family then calls first, with
+/// the path or file name asked for (`None` for `fexecve`), in the process
+/// whose image it replaces, and never in a `vfork` child (which shares the
+/// parent's memory and must do nothing but exec). The exec may still fail.
+/// For a tool that runs programs (`linger-run`): the new image starts
+/// without the old one's preemption, so it can say so, and give the old
+/// image's statistics before they are gone. Called outside any
+/// preemptible state change; `f` should only write (no locks the program
+/// may hold: the exec may be made in a child after `fork`).
+pub fn on_exec(f: fn(Option<&std::ffi::CStr>)) {
+    OBSERVER.set(f);
+}
+
+/// Calls the observer for an exec of `path` (null: `fexecve`).
+fn observe(path: *const c_char) {
+    if !crate::machine::signal::in_owner_process() {
+        return;
+    }
+    if let Some(f) = OBSERVER.get() {
+        // SAFETY: a non-null `path` is the exec's NUL-terminated argument.
+        f((!path.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(path) }));
+    }
+}
+
 macro_rules! guarded {
-    ($real:expr, $($arg:expr),*) => {{
+    ($path:expr; $real:expr, $($arg:expr),*) => {{
         let Some(real) = $real else {
             set_errno(libc::ENOSYS);
             return -1;
         };
+        observe($path);
         // Not stopped half-way: once the handler is gone, a stop (and the
         // deadline armed when it resumes) would meet the default action. A
         // `vfork` child is never stopped (our timer signals go to the
@@ -143,7 +171,7 @@ macro_rules! guarded {
 /// Same contract as POSIX `execve`.
 #[no_mangle]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    child_env::with(envp, |envp| guarded!(real_execve(), path, argv, envp))
+    child_env::with(envp, |envp| guarded!(path; real_execve(), path, argv, envp))
 }
 
 /// # Safety
@@ -154,7 +182,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
         // SAFETY: execv is execve with the process's environment.
         return unsafe { execve(path, argv, child_env::current()) };
     }
-    guarded!(real_execv(), path, argv)
+    guarded!(path; real_execv(), path, argv)
 }
 
 /// # Safety
@@ -165,21 +193,21 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
         // SAFETY: execvp is execvpe with the process's environment.
         return unsafe { execvpe(file, argv, child_env::current()) };
     }
-    guarded!(real_execvp(), file, argv)
+    guarded!(file; real_execvp(), file, argv)
 }
 
 /// # Safety
 /// Same contract as GNU `execvpe`.
 #[no_mangle]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    child_env::with(envp, |envp| guarded!(real_execvpe(), file, argv, envp))
+    child_env::with(envp, |envp| guarded!(file; real_execvpe(), file, argv, envp))
 }
 
 /// # Safety
 /// Same contract as POSIX `fexecve`.
 #[no_mangle]
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    child_env::with(envp, |envp| guarded!(real_fexecve(), fd, argv, envp))
+    child_env::with(envp, |envp| guarded!(std::ptr::null(); real_fexecve(), fd, argv, envp))
 }
 
 /// # Safety
@@ -192,7 +220,7 @@ pub unsafe extern "C" fn execveat(
     envp: *const *const c_char,
     flags: c_int,
 ) -> c_int {
-    child_env::with(envp, |envp| guarded!(real_execveat(), dirfd, path, argv, envp, flags))
+    child_env::with(envp, |envp| guarded!(path; real_execveat(), dirfd, path, argv, envp, flags))
 }
 
 // The list forms. On x86-64 a variadic call passes the first six integer
