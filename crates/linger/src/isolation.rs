@@ -14,6 +14,21 @@ use crate::Error;
 /// libraries. Optional: the first isolated launch isolates
 /// `LINGER_ISOLATE` (or every library that can be copied) by itself.
 /// Once per process; the same selection again returns the first report.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// # fn decode(_: &[u8]) -> usize { 0 }
+/// # let png = vec![0u8; 16];
+/// // libpng and zlib must be loaded (linked, or dlopen'd) first.
+/// linger::isolate(&linger::Selection::parse("libpng16,libz")?)?;
+/// // SAFETY: decode() uses what libpng makes only inside itself
+/// // (docs/safety.md, "gotcha").
+/// let job = unsafe { linger::Builder::new().isolated(true) }
+///     .launch(move || decode(&png), Duration::from_millis(10))?;
+/// drop(job); // cancelled mid-libpng: its libset is reset
+/// # Ok::<(), linger::Error>(())
+/// ```
 pub fn isolate(sel: &gotcha::Selection) -> Result<gotcha::Report, Error> {
     let _scope = crate::state::guard::Scope::enter();
     install_fault_handler()?;

@@ -63,4 +63,4 @@ pub use base::pace::DEFAULT_GRANULARITY;
 pub use sched::runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
 pub use sched::join::{AbortHandle, JoinHandle};
 pub use preemptible::task::JoinError;
-pub use turquoise_macros::main;
+pub use turquoise_macros::{main, test};

@@ -667,7 +667,7 @@ fn a_cancel_before_the_first_park_ends_the_thread() {
         for round in 0..2000 {
             let (_tx, rx) = turquoise::sync::mpsc::channel::<u8>(1);
             let sleeper = Builder::new().spawn_on(rt.handle(), || thread::sleep(Duration::from_secs(3600))).unwrap();
-            let waiter = Builder::new().spawn_on(rt.handle(), move || drop({ let mut rx = rx; rx.recv() })).unwrap();
+            let waiter = Builder::new().spawn_on(rt.handle(), move || { let mut rx = rx; let _ = rx.recv(); }).unwrap();
             if round % 2 == 1 {
                 spin(round % 50);
             }

@@ -646,9 +646,9 @@ fn channels_between_every_kind() {
         let (tx, mut rx) = mpsc::channel::<u8>(1);
         let h = Builder::new()
             .spawn_on(rt.handle(), move || {
-                assert_eq!(rx.recv_timeout(Duration::from_millis(10)), Err(mpsc::TryRecvError::Empty));
+                assert_eq!(rx.recv_timeout(Duration::from_millis(10)), Err(mpsc::RecvTimeoutError::Timeout));
                 let v = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-                assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Err(mpsc::TryRecvError::Disconnected));
+                assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Err(mpsc::RecvTimeoutError::Disconnected));
                 v
             })
             .unwrap();

@@ -120,6 +120,21 @@ pub struct Preemptible<T: Send + 'static> {
 /// them (tokio's multi-thread runtime), a stopped task can wait as long as
 /// its thread sleeps: there, prefer [`crate::Runtime`], or a current-thread
 /// runtime per thread (`docs/safety.md`, "turquoise").
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // On tokio's current-thread runtime: the long computation is cut every
+/// // 100 us, so the other task is not held up behind it.
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// rt.block_on(async {
+///     let long = tokio::spawn(turquoise::preemptible(async { (0..50_000_000u64).fold(0, |a, i| a ^ i) }, Duration::from_micros(100)));
+///     let quick = tokio::spawn(async { "quick" });
+///     assert_eq!(quick.await.unwrap(), "quick");
+///     long.await.unwrap();
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn preemptible<F>(fut: F, slice: Duration) -> Preemptible<F::Output>
 where
     F: Future + Send + 'static,

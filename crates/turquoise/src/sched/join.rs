@@ -90,14 +90,16 @@ impl<T> JoinHandle<T> {
     }
 }
 
-/// Aborts a task from anywhere (see [`JoinHandle::abort_handle`]).
+/// Aborts a task, or cancels a green thread, from anywhere (see
+/// [`JoinHandle::abort_handle`] and `thread::JoinHandle::abort_handle`).
 #[derive(Clone)]
 pub struct AbortHandle {
     owner: Owner,
 }
 
 impl AbortHandle {
-    /// See [`JoinHandle::abort`]; nothing if the task has finished.
+    /// See [`JoinHandle::abort`] (for a green thread,
+    /// `thread::JoinHandle::cancel`); nothing if it has finished.
     pub fn abort(&self) {
         self.owner.abort();
     }

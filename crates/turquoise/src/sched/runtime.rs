@@ -30,6 +30,18 @@ use crate::preemptible::task::{Body, Shared, TaskFuture};
 pub const DEFAULT_SLICE: Duration = Duration::from_millis(2);
 
 /// Builds a [`Runtime`] (shaped like tokio's builder).
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = turquoise::Builder::new()
+///     .worker_threads(2)
+///     .slice(Duration::from_micros(500))
+///     .enable_all()
+///     .build()?;
+/// assert_eq!(rt.block_on(async { turquoise::spawn(async { 6 * 7 }).await.unwrap() }), 42);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
     workers: usize,
@@ -303,6 +315,18 @@ impl Handle {
 
 /// Spawns a preemptible task on the current runtime (see
 /// [`Handle::spawn`]). Panics outside a turquoise runtime.
+///
+/// ```
+/// let rt = turquoise::Runtime::new()?;
+/// rt.block_on(async {
+///     // Never awaits, yet cannot hold its worker: its polls are cut at
+///     // the slice, and the task below runs meanwhile.
+///     let spinner = turquoise::spawn(async { loop { std::hint::spin_loop() } });
+///     assert_eq!(turquoise::spawn(async { "ran" }).await.unwrap(), "ran");
+///     spinner.abort();
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -342,6 +366,20 @@ pub struct WorkerMetrics {
 }
 
 /// A runtime: worker threads for tasks, and tokio beside them.
+///
+/// `tokio::time`, `tokio::net` and `tokio::spawn` work inside its tasks:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = turquoise::Runtime::new()?;
+/// let n = rt.block_on(async {
+///     tokio::time::sleep(Duration::from_millis(1)).await;
+///     turquoise::spawn(async { 1 }).await.unwrap() + tokio::spawn(async { 2 }).await.unwrap()
+/// });
+/// assert_eq!(n, 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Runtime {
     handle: Handle,
     threads: Vec<std::thread::JoinHandle<()>>,

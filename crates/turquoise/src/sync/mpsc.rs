@@ -6,10 +6,29 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use std::sync::mpsc::RecvTimeoutError;
 pub use tokio::sync::mpsc::error::{SendError, TryRecvError, TrySendError};
 
 /// A channel holding at most `capacity` messages (at least 1: 0 is taken
 /// as 1). Many senders (`Clone`), one receiver.
+///
+/// ```
+/// use turquoise::sync::mpsc;
+///
+/// let (tx, mut rx) = mpsc::channel(4);
+/// let producers: Vec<_> = (0..3)
+///     .map(|p| {
+///         let tx = tx.clone();
+///         turquoise::thread::spawn(move || (0..10).for_each(|i| tx.send(p * 100 + i).unwrap()))
+///     })
+///     .collect();
+/// drop(tx);
+/// // An OS thread receives: `recv` blocks it (a green thread would park).
+/// let mut got: Vec<u32> = std::iter::from_fn(|| rx.recv()).collect();
+/// producers.into_iter().for_each(|p| p.join().unwrap());
+/// got.sort();
+/// assert_eq!(got.len(), 30);
+/// ```
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
     (Sender { inner: tx }, Receiver { inner: Inner::Bounded(rx) })
@@ -105,14 +124,15 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// [`recv`](Receiver::recv) for at most `timeout`: `Err(Empty)` if
-    /// nothing came meanwhile.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<T, TryRecvError> {
+    /// [`recv`](Receiver::recv) for at most `timeout`, as std's:
+    /// `Err(Timeout)` if nothing came meanwhile, `Err(Disconnected)` once
+    /// every sender is gone and the channel empty.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         let at = self as *const Self as *const ();
         match super::wait_until(at, super::deadline(timeout), self.recv_async()) {
             Some(Some(v)) => Ok(v),
-            Some(None) => Err(TryRecvError::Disconnected),
-            None => Err(TryRecvError::Empty),
+            Some(None) => Err(RecvTimeoutError::Disconnected),
+            None => Err(RecvTimeoutError::Timeout),
         }
     }
 

@@ -134,6 +134,32 @@ impl<T: ?Sized> Mutex<T> {
         self.guard().map_err(TryLockError::Poisoned)
     }
 
+    /// Acquires the lock, waiting for at most `timeout` (as
+    /// `parking_lot`'s, and C's `turq_mutex_timedlock`): `WouldBlock` if it
+    /// was still held then.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use turquoise::sync::Mutex;
+    ///
+    /// let m = Mutex::new(1);
+    /// let held = m.lock().unwrap();
+    /// assert!(m.try_lock_for(Duration::from_millis(5)).is_err());
+    /// drop(held);
+    /// assert_eq!(*m.try_lock_for(Duration::from_millis(5)).unwrap(), 1);
+    /// ```
+    pub fn try_lock_for(&self, timeout: Duration) -> TryLockResult<MutexGuard<'_, T>> {
+        self.try_lock_until(super::deadline(timeout))
+    }
+
+    /// [`try_lock_for`](Mutex::try_lock_for) until `deadline`.
+    pub fn try_lock_until(&self, deadline: Instant) -> TryLockResult<MutexGuard<'_, T>> {
+        if !self.lock_raw_until(deadline) {
+            return Err(TryLockError::WouldBlock);
+        }
+        self.guard().map_err(TryLockError::Poisoned)
+    }
+
     /// Whether a holder panicked.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.get()

@@ -20,7 +20,20 @@ use crate::preemptible::task::JoinError;
 pub const MAX_STACK_SIZE: usize = 1 << 30;
 
 /// Options for a green thread, as `std::thread::Builder`'s.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]///
+/// ```
+/// use std::time::Duration;
+/// use turquoise::thread;
+///
+/// let h = thread::Builder::new()
+///     .name("worker")
+///     .stack_size(128 * 1024)
+///     .slice(Duration::from_micros(500))
+///     .spawn(|| thread::current().map(|t| t.name().map(String::from)))?;
+/// assert_eq!(h.join().unwrap(), Some(Some("worker".to_string())));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+
 pub struct Builder {
     pub(super) name: Option<String>,
     pub(super) stack_size: Option<usize>,
@@ -187,6 +200,22 @@ pub(crate) fn start_default_runtime(workers: Option<usize>, slice: Option<Durati
 
 /// Spawns a green thread running `f` (see [`Builder::spawn`]); panics if it
 /// cannot, as `std::thread::spawn` does.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::os::unix::net::UnixStream;
+/// use turquoise::thread;
+///
+/// let (mut a, mut b) = UnixStream::pair().unwrap();
+/// // Blocking std code: the read parks this green thread, not its worker.
+/// let reader = thread::spawn(move || {
+///     let mut buf = [0u8; 5];
+///     b.read_exact(&mut buf).unwrap();
+///     buf
+/// });
+/// a.write_all(b"hello").unwrap();
+/// assert_eq!(&reader.join().unwrap(), b"hello");
+/// ```
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -244,6 +273,23 @@ impl<T> JoinHandle<T> {
     /// [`JoinError::Cancelled`], unless it had ended.
     pub fn cancel(&self) {
         self.task.abort();
+    }
+
+    /// A handle that cancels the thread as [`cancel`](JoinHandle::cancel)
+    /// does, from anywhere, without owning the right to join it (shareable,
+    /// as tokio's).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use turquoise::thread;
+    ///
+    /// let h = thread::spawn(|| thread::sleep(Duration::from_secs(3600)));
+    /// let abort = h.abort_handle();
+    /// std::thread::spawn(move || abort.abort()).join().unwrap();
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// ```
+    pub fn abort_handle(&self) -> crate::AbortHandle {
+        self.task.abort_handle()
     }
 }
 
