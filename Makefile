@@ -1,7 +1,7 @@
 # The two entry points (see README): `make tour` and `make test`.
 CARGO ?= cargo
 
-.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-package test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green bench-sync header \
+.PHONY: deps tour test test-rust test-c test-install test-run test-as-safe test-compat test-compat-isolate test-valgrind test-package test-doc test-asan test-stalls compat bench bench-turquoise bench-gotcha bench-green bench-sync header \
 	lib install uninstall
 
 # libpng, zlib and sqlite3 headers (the tour's bomb, the isolation tests).
@@ -15,7 +15,7 @@ tour: deps
 	$(CARGO) run --release -q -p turquoise --example sync_tour
 
 # Each part in turn, with its time (CI keeps the whole under ~15 minutes).
-TEST_PARTS = test-rust test-package test-c test-install test-run test-as-safe test-compat test-valgrind
+TEST_PARTS = test-rust test-package test-doc test-c test-install test-run test-as-safe test-compat test-valgrind
 test: deps
 	@for t in $(TEST_PARTS); do \
 		s=$$(date +%s); \
@@ -30,6 +30,13 @@ test: deps
 PUBLISHED = linger-gotcha linger turquoise-macros turquoise
 test-package:
 	$(CARGO) package --allow-dirty $(addprefix -p ,$(PUBLISHED))
+
+# The published crates' documentation as docs.rs would build it: every
+# public item documented, no link that is broken or points at a private
+# item, no other rustdoc warning.
+test-doc:
+	RUSTDOCFLAGS="-D warnings -D missing_docs -D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links" \
+		$(CARGO) doc --no-deps $(addprefix -p ,$(PUBLISHED))
 
 # The C libraries first: their crates' tests read the built libraries
 # (a workspace test run does not build a cdylib that no test links).

@@ -8,16 +8,18 @@
 //! namespace), so stopping it mid-library can only corrupt its own copy.
 //! A cancelled function's copy is reset from a snapshot and reused.
 //!
-//! The layers, bottom up:
-//! - [`objects`]: the loaded objects of a namespace, and which can be copied;
-//! - [`elf`]: their relocations and writable segments, read from disk;
-//! - [`dispatch`]: the stubs that route a call to the current libset;
-//! - [`relink`]: rewriting GOT slots (the program's, to the stubs; the
-//!   copies', back to the shared libraries and the heap's wrappers);
-//! - [`heap`]: what the copies allocate, freed when a call is cancelled;
-//! - [`libset`]: making, leasing, resetting libsets;
-//! - [`trap`]: trap-and-redirect for variables (fake addresses in an
-//!   inaccessible area, redirected from the SIGSEGV handler).
+//! The layers inside, bottom up (private modules; `docs/layout.md`):
+//! - `base/objects.rs`: the loaded objects of a namespace, and which can
+//!   be copied; `base/elf.rs`: their relocations and writable segments,
+//!   read from disk;
+//! - `routing/dispatch.rs`: the stubs that route a call to the current
+//!   libset; `routing/trap`: trap-and-redirect for variables (fake
+//!   addresses in an inaccessible area, redirected from the SIGSEGV
+//!   handler);
+//! - `libsets/relink.rs`: rewriting GOT slots (the program's, to the stubs;
+//!   the copies', back to the shared libraries and the heap's wrappers);
+//!   `libsets/heap.rs`: what the copies allocate, freed when a call is
+//!   cancelled; `libsets/libset.rs`: making, leasing, resetting libsets.
 //!
 //! Everything that is not a chosen library (libc, the loader, the language
 //! runtimes) stays shared: copies call the program's own definitions, where
@@ -102,9 +104,8 @@ pub struct Report {
     /// Variables moved into the executable by `COPY` relocations (built
     /// without `-fpic`) from libraries being isolated: libraries `all`
     /// would have copied stay shared (listed in `excluded`); libc's stay
-    /// the program's (`libc_variables`). [`isolate`] warns about them on
-    /// stderr, as the original libgotcha did, unless
-    /// `LINGER_ISOLATE_QUIET` is set or [`warn_copy_relocations`] said not to.
+    /// the program's (`libc_variables`). Listed here, never printed (the
+    /// original libgotcha warned on stderr): `linger-run --stats` shows them.
     pub copy_relocated: Vec<String>,
     /// With libc isolated: libc's variables the program uses directly
     /// (`stdout` in a C program, ...). They stay the program's: the
@@ -185,11 +186,13 @@ pub struct Code {
 /// A copy loaded into a libset's namespace.
 #[derive(Clone, Debug)]
 pub struct CopyObject {
+    /// Its file name as the loader has it.
     pub name: String,
     /// Load bias (`dlpi_addr`).
     pub bias: usize,
     /// Its mapped program headers (`dlpi_phdr`, `dlpi_phnum`).
     pub phdr: *const libc::Elf64_Phdr,
+    /// How many program headers `phdr` points at.
     pub phnum: usize,
 }
 
@@ -220,8 +223,9 @@ pub struct Stats {
     pub resets: u64,
     /// Heap blocks freed by resets.
     pub blocks_reclaimed: u64,
-    /// The latest reset's duration and bytes restored.
+    /// The latest reset's duration, in nanoseconds.
     pub last_reset_ns: u64,
+    /// The bytes the latest reset restored.
     pub last_reset_bytes: usize,
 }
 

@@ -7,7 +7,12 @@ use std::fmt;
 #[non_exhaustive]
 pub enum Error {
     /// A library asked for cannot be copied into a libset, and why.
-    Uncopyable { library: String, reason: String },
+    Uncopyable {
+        /// The library's name.
+        library: String,
+        /// Why it cannot be copied.
+        reason: String,
+    },
     /// A library asked for is not loaded in the process.
     NotLoaded(String),
     /// Isolation was already set up with a different selection.
@@ -15,7 +20,12 @@ pub enum Error {
     /// `isolate` has not been called (or found nothing to isolate).
     NotIsolating,
     /// Every libset is leased, and no more can be made.
-    NoLibset { libsets: usize, hint: &'static str },
+    NoLibset {
+        /// How many libsets exist.
+        libsets: usize,
+        /// What would give more.
+        hint: &'static str,
+    },
     /// The loader refused to make another copy (its message).
     Loader(String),
     /// A fixed limit of the dispatcher was reached.

@@ -122,6 +122,7 @@ pub struct Lease {
 /// What a reset did.
 #[derive(Clone, Copy, Debug)]
 pub struct ResetReport {
+    /// How long the reset took.
     pub duration: Duration,
     /// Bytes of writable segments restored.
     pub bytes: usize,

@@ -8,7 +8,7 @@
 //! removal of `LD_PRELOAD` was silently lost and every child ran sliced
 //! (issue 11). Variables are read from `environ` itself, as glibc's
 //! `getenv` does; the functions are looked up in libc.so.6 itself, by glibc
-//! version, once (outside any handler: see [`prepare`]). The survey of every other
+//! version, once (outside any handler: see `prepare`). The survey of every other
 //! libc name the runtime calls is in `docs/safety.md` ("Functions the program
 //! may define itself").
 
@@ -117,7 +117,8 @@ pub(crate) fn env_bytes(name: &[u8]) -> Option<&'static [u8]> {
     None
 }
 
-/// [`env_bytes`] as an owned value.
+/// The variable `name` of the process's environment as glibc's `getenv`
+/// reads it, as an owned value.
 pub fn var_os(name: &str) -> Option<OsString> {
     env_bytes(name.as_bytes()).map(|v| OsStr::from_bytes(v).to_owned())
 }
@@ -153,7 +154,7 @@ pub unsafe fn set_var(name: &str, value: Option<&OsStr>) -> bool {
 
 /// Restores `sig`'s default action and raises it, with glibc's `signal` and
 /// `raise` (not a program's, nor linger's wrappers). Async-signal-safe once
-/// [`prepare`] ran.
+/// the runtime has started (which looks the functions up).
 pub fn die_by(sig: c_int, send: bool) {
     // SAFETY: installing SIG_DFL and raising a signal are always valid.
     unsafe {

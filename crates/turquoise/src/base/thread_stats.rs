@@ -284,7 +284,7 @@ impl Status {
     }
 }
 
-/// One live green thread, as [`dump`](crate::green::dump) sees it.
+/// One live green thread, as [`dump`](crate::thread::dump) sees it.
 #[derive(Clone, Debug)]
 pub struct ThreadInfo {
     /// Its id.

@@ -35,7 +35,7 @@ impl Thread {
         self.id
     }
 
-    /// The name given with [`Builder::name`](super::Builder::name).
+    /// The name given with [`Builder::name`](crate::thread::Builder::name).
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }

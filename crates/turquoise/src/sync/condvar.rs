@@ -49,6 +49,7 @@ impl WaitTimeoutResult {
 }
 
 impl Condvar {
+    /// A condition variable nobody waits on.
     pub const fn new() -> Condvar {
         Condvar {
             notify: tokio::sync::Notify::const_new(),

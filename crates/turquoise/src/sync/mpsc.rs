@@ -97,6 +97,7 @@ impl<T> UnboundedSender<T> {
         self.inner.send(value)
     }
 
+    /// Whether the receiver is gone (a send would fail).
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }

@@ -12,6 +12,7 @@ pub struct OnceLock<T> {
 }
 
 impl<T> OnceLock<T> {
+    /// An empty cell.
     pub const fn new() -> OnceLock<T> {
         OnceLock { inner: tokio::sync::OnceCell::const_new() }
     }
@@ -44,10 +45,12 @@ impl<T> OnceLock<T> {
         self.inner.get_or_init(init).await
     }
 
+    /// The value, if it was set, consuming the cell.
     pub fn into_inner(self) -> Option<T> {
         self.inner.into_inner()
     }
 
+    /// The value, through `&mut`, if it was set.
     pub fn get_mut(&mut self) -> Option<&mut T> {
         self.inner.get_mut()
     }

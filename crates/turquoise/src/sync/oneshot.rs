@@ -27,6 +27,7 @@ impl<T> Sender<T> {
         self.inner.send(value)
     }
 
+    /// Whether the receiver is gone (a send would fail).
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
     }

@@ -33,6 +33,7 @@ pub struct RwLockWriteGuard<'a, T: ?Sized> {
 }
 
 impl<T> RwLock<T> {
+    /// An unlocked lock holding `value`.
     pub fn new(value: T) -> RwLock<T> {
         RwLock { poisoned: poison::Flag::new(), inner: tokio::sync::RwLock::new(value) }
     }
@@ -61,6 +62,8 @@ impl<T: ?Sized> RwLock<T> {
         self.checked(RwLockReadGuard { inner })
     }
 
+    /// Shared access if no writer holds or waits for the lock now
+    /// (`WouldBlock` otherwise; `Poisoned` if a writer panicked).
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         let inner = self.inner.try_read().map_err(|_| TryLockError::WouldBlock)?;
         self.checked(RwLockReadGuard { inner }).map_err(TryLockError::Poisoned)
@@ -81,6 +84,8 @@ impl<T: ?Sized> RwLock<T> {
         self.checked(self.write_guard(inner))
     }
 
+    /// Exclusive access if nobody holds the lock now (`WouldBlock`
+    /// otherwise; `Poisoned` if a writer panicked).
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         let inner = self.inner.try_write().map_err(|_| TryLockError::WouldBlock)?;
         self.checked(self.write_guard(inner)).map_err(TryLockError::Poisoned)

@@ -79,6 +79,7 @@ impl Semaphore {
         Ok(())
     }
 
+    /// The permits free now (a snapshot: others may take them at once).
     pub fn available_permits(&self) -> usize {
         self.inner.available_permits()
     }
