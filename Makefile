@@ -204,7 +204,17 @@ TREALNAME := libturquoise.so.$(VERSION)
 # What liblinger.a needs from the system, as `cargo rustc -p linger-c
 # --crate-type staticlib -- --print native-static-libs` reports it (less -lc).
 LIBS_PRIVATE := -lgcc_s -lutil -lrt -lpthread -lm -ldl
-REL := target/release
+# Cargo's output, wherever CARGO_TARGET_DIR puts it.
+REL := $(or $(CARGO_TARGET_DIR),target)/release
+# The uninstalled .pc files' libdir: relative to the tree (${prefix}) when
+# the target directory is in it.
+REL_PC := $(if $(filter /%,$(REL)),$(REL),$${prefix}/$(REL))
+# Installed libraries lose their debug information (10.9 and 16.7 MB to
+# about 1.8 and 2.3 MB) and keep their symbol tables (backtraces, and
+# the names linger's rules match); INSTALL_STRIP=0 keeps everything.
+STRIP ?= strip
+INSTALL_STRIP ?= 1
+strip_debug = $(if $(filter 1,$(INSTALL_STRIP)),$(STRIP) --strip-debug $(1),true)
 # linger.pc with prefix $(1), libdir $(2), includedir $(3), into $(4) (from
 # template $(5), linger's by default).
 pc = sed -e 's|@prefix@|$(1)|' -e 's|@libdir@|$(2)|' -e 's|@includedir@|$(3)|' \
@@ -215,8 +225,8 @@ lib:
 	$(CARGO) build --release -p linger-c -p turquoise-c
 	ln -sf liblinger.so $(REL)/$(SONAME)
 	ln -sf libturquoise.so $(REL)/$(TSONAME)
-	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/linger-uninstalled.pc)
-	$(call pc,$(CURDIR),$${prefix}/$(REL),$${prefix}/include,$(REL)/turquoise-uninstalled.pc,crates/turquoise/turquoise.pc.in)
+	$(call pc,$(CURDIR),$(REL_PC),$${prefix}/include,$(REL)/linger-uninstalled.pc)
+	$(call pc,$(CURDIR),$(REL_PC),$${prefix}/include,$(REL)/turquoise-uninstalled.pc,crates/turquoise/turquoise.pc.in)
 
 $(REL)/liblinger.so $(REL)/liblinger.a $(REL)/libturquoise.so $(REL)/libturquoise.a:
 	$(MAKE) --no-print-directory lib
@@ -226,15 +236,19 @@ $(REL)/liblinger.so $(REL)/liblinger.a $(REL)/libturquoise.so $(REL)/libturquois
 install: $(REL)/liblinger.so $(REL)/liblinger.a $(REL)/libturquoise.so $(REL)/libturquoise.a
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(REL)/liblinger.so $(DESTDIR)$(LIBDIR)/$(REALNAME)
+	$(call strip_debug,$(DESTDIR)$(LIBDIR)/$(REALNAME))
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblinger.so
 	install -m 644 $(REL)/liblinger.a $(DESTDIR)$(LIBDIR)/liblinger.a
+	$(call strip_debug,$(DESTDIR)$(LIBDIR)/liblinger.a)
 	install -m 644 include/linger.h $(DESTDIR)$(INCLUDEDIR)/linger.h
 	$(call pc,$(PREFIX),$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR)),$(DESTDIR)$(PKGCONFIGDIR)/linger.pc)
 	install -m 755 $(REL)/libturquoise.so $(DESTDIR)$(LIBDIR)/$(TREALNAME)
+	$(call strip_debug,$(DESTDIR)$(LIBDIR)/$(TREALNAME))
 	ln -sf $(TREALNAME) $(DESTDIR)$(LIBDIR)/$(TSONAME)
 	ln -sf $(TSONAME) $(DESTDIR)$(LIBDIR)/libturquoise.so
 	install -m 644 $(REL)/libturquoise.a $(DESTDIR)$(LIBDIR)/libturquoise.a
+	$(call strip_debug,$(DESTDIR)$(LIBDIR)/libturquoise.a)
 	install -m 644 include/turquoise.h $(DESTDIR)$(INCLUDEDIR)/turquoise.h
 	$(call pc,$(PREFIX),$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR)),$(DESTDIR)$(PKGCONFIGDIR)/turquoise.pc,crates/turquoise/turquoise.pc.in)
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig || true; fi

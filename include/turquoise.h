@@ -27,6 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+// Declared at file scope, so that the prototypes below name this struct
+// under -std=c99, where <time.h> leaves it undeclared (it is POSIX's).
+struct timespec;
+
 // `turq_join`'s value for a thread that was cancelled (as `PTHREAD_CANCELED`).
 #define TURQ_CANCELED ((void *)-1)
 

@@ -32,7 +32,7 @@ if [ -n "${AS_SAFE_DIR:-}" ]; then
     dir="$AS_SAFE_DIR"
 else
     cargo build --release -q -p linger-as-safe -p linger-run
-    dir="$root/target/release"
+    dir="${CARGO_TARGET_DIR:-$root/target}/release"
 fi
 lib="$dir/liblinger_as_safe.so"
 run_lib="$dir/liblinger_run.so"

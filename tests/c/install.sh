@@ -53,6 +53,10 @@ cmp -s include/linger.h "$dest$prefix/include/linger.h" || die "include/linger.h
 grep -qx "prefix=$prefix" "$lib/pkgconfig/linger.pc" || die "linger.pc does not say prefix=$prefix"
 shows "Library soname: \[$soname\]" readelf -d "$lib/liblinger.so.$version" ||
     die "liblinger.so.$version has no soname $soname"
+for f in "$lib/liblinger.so.$version" "$lib/libturquoise.so.$version"; do
+    ! readelf -S "$f" | grep -q '\.debug_info' || die "$f keeps its debug information (make install strips it)"
+    readelf -S "$f" | grep -q '\.symtab' || die "$f lost its symbol table (only the debug information goes)"
+done
 echo "ok install: files, links, soname $soname"
 
 # --define-prefix: the prefix is taken from where linger.pc is found (the

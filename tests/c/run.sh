@@ -68,7 +68,7 @@ valgrind_skip=(test_short_timeouts test_exhaustion test_fork_threads test_jump_m
 if [ -n "${LINGER_LIB_DIR:-}" ]; then
     libdir="$(cd "$LINGER_LIB_DIR" && pwd)"
 else
-    libdir="$root/target/release"
+    libdir="${CARGO_TARGET_DIR:-$root/target}/release"
     echo "building liblinger and libturquoise (cargo build --release -p linger-c -p turquoise-c)"
     cargo build --release -q -p linger-c -p turquoise-c
 fi

@@ -120,7 +120,7 @@ fail() {
 if [ -n "${LINGER_RUN_DIR:-}" ]; then
     bindir="$(cd "$LINGER_RUN_DIR" && pwd)"
 else
-    bindir="$root/target/release"
+    bindir="${CARGO_TARGET_DIR:-$root/target}/release"
     echo "building linger-run (cargo build --release -p linger-run)"
     if ! cargo build --release -q -p linger-run; then
         echo "cargo build --release -p linger-run failed" >&2
