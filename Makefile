@@ -28,8 +28,15 @@ test: deps
 # a path dependency without a version, a file outside a crate or a
 # missing licence fails here.
 PUBLISHED = linger-gotcha linger turquoise-macros turquoise
+PACKAGE_DIR = $(or $(CARGO_TARGET_DIR),target)/package-check
 test-package:
-	$(CARGO) package --allow-dirty $(addprefix -p ,$(PUBLISHED))
+	@# In a target directory of its own, made anew: cargo takes a package
+	@# of a registry as unchanged while its version is (the unpacked
+	@# sources and the builds of an earlier run would be reused).
+	for p in $(PUBLISHED); do rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/$$p-$(VERSION); done
+	rm -rf $(PACKAGE_DIR)
+	CARGO_TARGET_DIR=$(PACKAGE_DIR) $(CARGO) package --allow-dirty $(addprefix -p ,$(PUBLISHED))
+	$(CARGO) check -q -p turquoise --no-default-features --lib --tests
 
 # The published crates' documentation as docs.rs would build it: every
 # public item documented, no link that is broken or points at a private

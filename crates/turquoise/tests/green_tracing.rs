@@ -1,6 +1,7 @@
 //! A `tracing` event per park of a green thread. Alone in its binary: the
 //! subscriber is the process's global default (green threads run on the
 //! runtime's workers, where a scoped one would not reach).
+#![cfg(feature = "tracing")]
 
 use std::io::Write;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! A `tracing` event per preemption. Alone in its binary: tracing caches
 //! each call site's interest process-wide, and a test running beside this
 //! one with no subscriber could leave it cached as "never".
+#![cfg(feature = "tracing")]
 
 mod common;
 use common::{spin, Buffer};

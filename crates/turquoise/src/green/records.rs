@@ -378,6 +378,7 @@ pub(crate) fn park(cause: Cause, detail: u64, in_hook: bool) {
     g.status.parking(cause, detail);
     g.status.counters.parked(cause);
     with_worker(|w| w.parked(cause));
+    #[cfg(feature = "tracing")]
     tracing::debug!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), %cause, detail, "park");
     g.why.store(PARK, Ordering::Relaxed);
     if in_hook {
@@ -538,6 +539,7 @@ impl<T: Send + 'static> Body for Typed<T> {
                 if let Some(w) = worker {
                     w.overran(periods);
                 }
+                #[cfg(feature = "tracing")]
                 tracing::warn!(target: "turquoise::thread", id = g.thread.id().0, name = g.thread.name(), slices = periods - 1, "an activity ran past its slice without a yield check");
             }
             r

@@ -222,6 +222,7 @@ impl<T: Send + 'static> Preemptible<T> {
         self.stats.deferred_preemptions += p.deferred as u64;
         self.stats.worst_overrun = self.stats.worst_overrun.max(overrun);
         self.last = Some(p);
+        #[cfg(feature = "tracing")]
         tracing::debug!(
             target: "turquoise",
             overrun_us = p.overrun_ns / 1000,
