@@ -147,6 +147,11 @@ typedef struct linger_stats_t {
   // functions (`Builder::stop_in_futex_waits`; also counted in
   // `preemptions`).
   uint64_t futex_stops;
+  // Where the deadline of the worst overrun first found the function in
+  // code that must not be stopped (the address of the instruction it
+  // interrupted: `dladdr` names the library), 0 if that deadline was
+  // not deferred. What to make preemptible, or isolate, to shorten it.
+  uint64_t worst_overrun_at;
 } linger_stats_t;
 
 // The C function type run by `linger_launch`.

@@ -376,7 +376,7 @@ cli() {
             ;;
         stats)
             local lines
-            lines="$(grep -cE '^linger-run: stats: preemptions=[0-9]+ deferred=[0-9]+ deferrals=[0-9]+ worst_overrun_us=[0-9]+ waits_left=[0-9]+$' "$base.err" || true)"
+            lines="$(grep -cE '^linger-run: stats: preemptions=[0-9]+ deferred=[0-9]+ deferrals=[0-9]+ worst_overrun_us=[0-9]+ waits_left=[0-9]+( [a-z_]+=[^ ]+)*$' "$base.err" || true)"
             [ "$lines" = 1 ] || why="expected exactly one well-formed stats line on stderr"
             ;;
         names:*)

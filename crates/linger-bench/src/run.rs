@@ -59,14 +59,15 @@ fn parse_stats(text: &str) -> Option<RunStats> {
     let mut seen = 0;
     for kv in line.split_once("stats:")?.1.split_whitespace() {
         let (k, v) = kv.split_once('=')?;
-        let v: u64 = v.parse().ok()?;
-        match k {
-            "preemptions" => s.preemptions = v,
-            "deferred" => s.deferred = v,
-            "deferrals" => s.deferrals = v,
-            "worst_overrun_us" => s.worst_overrun_us = v,
+        // Other fields (`worst_overrun_in=`, `copy_relocated=`) are names.
+        let field = match k {
+            "preemptions" => &mut s.preemptions,
+            "deferred" => &mut s.deferred,
+            "deferrals" => &mut s.deferrals,
+            "worst_overrun_us" => &mut s.worst_overrun_us,
             _ => continue,
-        }
+        };
+        *field = v.parse().ok()?;
         seen += 1;
     }
     (seen == 4).then_some(s)
@@ -571,7 +572,7 @@ mod tests {
 
     #[test]
     fn stats_line() {
-        let s = parse_stats("linger-run: stats: preemptions=12 deferred=1 deferrals=3 worst_overrun_us=45\n").unwrap();
+        let s = parse_stats("linger-run: stats: preemptions=12 deferred=1 deferrals=3 worst_overrun_us=45 waits_left=0 worst_overrun_in=libz.so.1\n").unwrap();
         assert_eq!((s.preemptions, s.deferred, s.deferrals, s.worst_overrun_us), (12, 1, 3, 45));
         assert!(parse_stats("nothing").is_none());
         assert!(parse_stats("linger-run: stats: preemptions=1").is_none());

@@ -159,6 +159,13 @@ pub(crate) fn scrub_environment() {
     }
 }
 
+/// A line of ours on stderr, "linger-run: " first (one `write`).
+pub(crate) fn say(msg: &str) {
+    let line = format!("linger-run: {msg}\n");
+    // SAFETY: writing a valid buffer to fd 2; a failure leaves nothing to do.
+    unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, line.len()) };
+}
+
 /// Our own program name for messages: `argv[0]`'s base name.
 pub(crate) fn program_name(argv0: *const libc::c_char) -> String {
     if argv0.is_null() {

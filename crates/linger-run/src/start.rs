@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use libc::{c_char, c_int, c_void};
 
-use crate::options::{hand_to_children, program_name, scrub_environment, Options};
+use crate::options::{hand_to_children, program_name, say, scrub_environment, Options};
 
 type Main = unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
 type Start = unsafe extern "C" fn(Main, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
@@ -17,11 +17,6 @@ static REAL_MAIN: AtomicUsize = AtomicUsize::new(0);
 /// Exit status for our own failures (the program never ran), as `timeout(1)` does.
 const OWN_FAILURE: c_int = 125;
 
-pub(crate) fn say(msg: &str) {
-    let line = format!("linger-run: {msg}\n");
-    // SAFETY: writing a valid buffer to fd 2; a failure leaves nothing to do.
-    unsafe { libc::write(2, line.as_ptr() as *const c_void, line.len()) };
-}
 
 /// glibc's entry point, called by the program's `_start`.
 ///
@@ -104,7 +99,7 @@ unsafe extern "C-unwind" fn preemptible_main(argc: c_int, argv: *mut *mut c_char
     // Without --children, an image the program execs runs without us: say
     // so when the user asked for slices or statistics.
     let warn_exec = (opts.slice.is_some() || opts.stats.is_some()) && !opts.children;
-    crate::stats::watch(opts.stats, &name, warn_exec);
+    crate::stats::watch(opts.stats, &name, warn_exec, REAL_MAIN.load(Ordering::Relaxed));
 
     if let Some(sel) = &opts.isolate {
         // What stays the program's (`COPY` relocations) goes with the

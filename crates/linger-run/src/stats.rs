@@ -18,8 +18,7 @@ use std::sync::{Mutex, OnceLock};
 
 use libc::{c_int, c_void};
 
-use crate::options::StatsTo;
-use crate::start::say;
+use crate::options::{say, StatsTo};
 
 /// Where the line goes: stderr, or a file (its name made ready before
 /// `main`, so that printing allocates nothing).
@@ -35,6 +34,8 @@ static PRINTED: AtomicBool = AtomicBool::new(false);
 /// Say when the program execs away (see the module doc).
 static WARN_EXEC: AtomicBool = AtomicBool::new(false);
 static NAME: OnceLock<String> = OnceLock::new();
+/// The program's `main`: which object is the executable.
+static MAIN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// With `--isolate`: libc's variables the executable holds by `COPY`
 /// relocation (they stay the program's; see docs/safety.md, "gotcha").
 static COPY_RELOCATED: OnceLock<String> = OnceLock::new();
@@ -44,8 +45,10 @@ static COPY_RELOCATED: OnceLock<String> = OnceLock::new();
 static MAIN_STATS: Mutex<Option<linger::Stats>> = Mutex::new(None);
 
 /// Set up before `main` runs: the statistics (if asked for) and the exec
-/// warning (if `warn_exec`), for the program called `name`.
-pub(crate) fn watch(stats: Option<StatsTo>, name: &str, warn_exec: bool) {
+/// warning (if `warn_exec`), for the program called `name` whose `main` is
+/// at `main`.
+pub(crate) fn watch(stats: Option<StatsTo>, name: &str, warn_exec: bool, main: usize) {
+    MAIN.store(main, Ordering::Relaxed);
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     let _ = NAME.set(name.to_owned());
@@ -110,7 +113,7 @@ fn print_once() {
         // holder (`keep_main_stats`, at the main thread's end).
         let kept = MAIN_STATS.try_lock().ok().and_then(|g| *g);
         let s = kept.unwrap_or_else(linger::stats);
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 2048];
         let mut w = std::io::Cursor::new(&mut buf[..]);
         let _ = write!(
             w,
@@ -121,10 +124,21 @@ fn print_once() {
             s.worst_overrun_ns / 1000,
             s.blocked_deadlines
         );
+        let mut lib = [0u8; 256];
+        let held_by = (s.worst_overrun_at != 0).then(|| library_of(s.worst_overrun_at as usize, &mut lib));
+        if let Some(l) = &held_by {
+            let _ = write!(w, " worst_overrun_in={}", l.name());
+        }
         if let Some(c) = COPY_RELOCATED.get().filter(|c| !c.is_empty()) {
             let _ = write!(w, " copy_relocated={c}");
         }
         let _ = w.write_all(b"\n");
+        // When deadlines mostly waited for code linger does not stop, say
+        // which code held the worst one, and what would let it be stopped.
+        if let Some(l) = held_by.filter(|_| s.deferrals > s.preemptions && s.worst_overrun_ns >= 1_000_000) {
+            let _ = write!(w, "linger-run: most deadlines waited for code that is not stopped ({} of {}); the worst, {} ms, in {}: {}\n",
+                s.deferrals, s.deferrals + s.preemptions, s.worst_overrun_ns / 1_000_000, l.name(), l.advice());
+        }
         let n = w.position() as usize;
         let line = &buf[..n];
         match TO.get() {
@@ -189,4 +203,68 @@ pub unsafe extern "C" fn _exit(status: c_int) -> ! {
 pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
     // SAFETY: as `_exit`.
     unsafe { _exit(status) }
+}
+
+/// What held a deferred deadline: a library (its file's base name), or
+/// executable memory of no file (JIT-compiled code).
+enum Holder<'a> {
+    Library(&'a str),
+    /// The executable itself.
+    Program(&'a str),
+    Anonymous,
+}
+
+impl Holder<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Holder::Library(n) | Holder::Program(n) => n,
+            Holder::Anonymous => "anonymous-code",
+        }
+    }
+
+    /// What would let linger stop the function there.
+    fn advice(&self) -> &'static str {
+        match self {
+            Holder::Library(n) if n.starts_with("libc.so") || n.starts_with("ld-linux") => {
+                "libc is never stopped in (its locks are the process's); --isolate libc gives main a copy of its own that is"
+            }
+            Holder::Library(_) => {
+                "shared libraries are not stopped in by default; if this one is safe to stop anywhere, name it in \
+                 LINGER_PREEMPTIBLE_LIBS, or give main its own copy with --isolate (docs/safety.md, \"gotcha\")"
+            }
+            Holder::Program(_) => {
+                "the program's own code that must not be stopped (Rust's std, a critical scope, LINGER_DEFER_SYMBOLS); \
+                 docs/safety.md, \"Where the handler stops a function, and where it defers\""
+            }
+            Holder::Anonymous => {
+                "JIT-compiled code has no unwind information, so linger cannot see what called it and waits for it \
+                 (docs/safety.md, \"Where the handler stops a function, and where it defers\")"
+            }
+        }
+    }
+}
+
+/// The library whose code is at `pc` (its base name, copied into `buf`).
+fn library_of(pc: usize, buf: &mut [u8; 256]) -> Holder<'_> {
+    // SAFETY: dladdr only reads the loader's list of objects; `info` is a
+    // local it fills; the name it returns is the loader's, copied at once.
+    let (name, program) = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(pc as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return Holder::Anonymous;
+        }
+        // The executable: the object of its `main`.
+        let mut exe: libc::Dl_info = std::mem::zeroed();
+        let main = MAIN.load(Ordering::Relaxed);
+        let program = main != 0 && libc::dladdr(main as *const c_void, &mut exe) != 0 && exe.dli_fbase == info.dli_fbase;
+        (CStr::from_ptr(info.dli_fname).to_bytes(), program)
+    };
+    let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+    let n = base.len().min(buf.len());
+    buf[..n].copy_from_slice(&base[..n]);
+    match std::str::from_utf8(&buf[..n]) {
+        Ok(s) if program => Holder::Program(if s.is_empty() { "the-program" } else { s }),
+        Ok(s) if !s.is_empty() => Holder::Library(s),
+        _ => Holder::Anonymous,
+    }
 }

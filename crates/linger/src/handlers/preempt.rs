@@ -167,7 +167,10 @@ fn record_preemption(ts: &ThreadState, frame: &Frame, now: u64, deferred: bool, 
     let over = now.saturating_sub(frame.deadline.get());
     if over > ts.stats.worst_overrun_ns.get() {
         ts.stats.worst_overrun_ns.set(over);
+        let at = if deferred { frame.deferred_at.get() } else { 0 };
+        ts.stats.worst_overrun_at.set(at as u64);
     }
+    frame.deferred_at.set(0);
     ts.last_preemption.set(Some(crate::state::stats::Preemption { overrun_ns: over, deferred, in_wait }));
 }
 
@@ -1298,6 +1301,10 @@ unsafe fn decide(ts: &ThreadState, f: &Frame, ucp: *mut libc::ucontext_t) {
                 bump(&ts.stats.blocked_deadlines);
             } else {
                 bump(&ts.stats.deferrals);
+                if f.deferred_at.get() == 0 {
+                    // SAFETY: valid ucontext (caller's contract).
+                    f.deferred_at.set(unsafe { (*ucp).uc_mcontext.gregs[crate::base::arch::REG_PC] } as usize);
+                }
             }
             // The deferred call's return will stop the function (see
             // `return_trap`); the timer only backs that up.

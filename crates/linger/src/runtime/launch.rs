@@ -368,6 +368,7 @@ impl<T> Inner<T> {
                 held: Cell::new(None),
                 preempt_blocked: opts.preempt_blocked,
                 overdue: Cell::new(false),
+                deferred_at: Cell::new(0),
                 futex_stops: opts.futex_stops,
                 std_waits: opts.std_waits,
                 yield_flag: Cell::new(ptr::null()),
@@ -578,6 +579,7 @@ impl<T> Inner<T> {
         f.caller_pending.set(t.pending.get());
         f.parent.set(t.current.get());
         f.deadline.set(deadline);
+        f.deferred_at.set(0);
         f.retries.set(0);
         f.running.set(true);
         t.current.set(f as *const Frame as *mut Frame);

@@ -56,6 +56,11 @@ pub struct Stats {
     /// functions (`Builder::stop_in_futex_waits`; also counted in
     /// `preemptions`).
     pub futex_stops: u64,
+    /// Where the deadline of the worst overrun first found the function in
+    /// code that must not be stopped (the address of the instruction it
+    /// interrupted: `dladdr` names the library), 0 if that deadline was
+    /// not deferred. What to make preemptible, or isolate, to shorten it.
+    pub worst_overrun_at: u64,
 }
 
 /// The live counters: one cell per field of [`Stats`].
@@ -82,7 +87,7 @@ macro_rules! cells {
 cells! {
     launches, completions, pauses, preemptions, deferred_preemptions, deferrals, spurious_signals,
     cancels_unwound, cancels_reclaimed, stack_overflows, panics, worst_overrun_ns, blocked_deadlines,
-    return_traps, library_overflows, libset_resets, libset_blocks_freed, futex_stops,
+    return_traps, library_overflows, libset_resets, libset_blocks_freed, futex_stops, worst_overrun_at,
 }
 
 /// How one preemption went (see `last_preemption`); in C,

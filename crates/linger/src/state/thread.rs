@@ -145,6 +145,10 @@ pub(crate) struct Frame {
     /// Its deadline passed while it was blocked and was left for when the
     /// call returns.
     pub overdue: Cell<bool>,
+    /// Where the current deadline first found it in code that must not be
+    /// stopped (the interrupted instruction's address), 0 if it has not:
+    /// what `Stats::worst_overrun_at` reports.
+    pub deferred_at: Cell<usize>,
     /// A deadline may stop it in a futex wait inside libc's synchronisation
     /// functions (see `Builder::stop_in_futex_waits`, `futex.rs`).
     pub futex_stops: bool,
