@@ -101,3 +101,16 @@ impl Wake for OsThread {
         self.0.unpark();
     }
 }
+
+/// `thread::park` in the green thread `g`: until its token is available
+/// (taken), or `deadline`; false if the deadline came first.
+pub(crate) fn park_token(g: &records::GreenShared, deadline: Option<std::time::Instant>) -> bool {
+    let take = std::future::poll_fn(|cx| g.poll_park_token(cx));
+    match deadline {
+        None => {
+            block_on_as(Cause::Sync, 0, take);
+            true
+        }
+        Some(d) => block_on_until_as(Cause::Sync, 0, d, take).is_some(),
+    }
+}

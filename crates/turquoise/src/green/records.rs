@@ -103,6 +103,10 @@ pub(crate) struct GreenShared {
     pub(crate) polls: PollCounters,
     /// The function, its image and where its value goes.
     body: UnsafeCell<Option<Arc<dyn Body>>>,
+    /// `thread::park`'s token (`Thread::unpark` sets it) and the park's
+    /// waker.
+    park_token: AtomicBool,
+    park_waker: futures_util::task::AtomicWaker,
 }
 
 // SAFETY: `body` is touched only on one thread at a time: before the first
@@ -215,6 +219,30 @@ impl Wake for GreenShared {
             let home = self.status.worker.load(Ordering::Relaxed);
             wake_green(&self.sched, GreenJob::new(self.clone()), home);
         }
+    }
+}
+
+impl crate::green::types::Unpark for GreenShared {
+    fn unpark(self: Arc<Self>) {
+        self.park_token.store(true, Ordering::Release);
+        self.park_waker.wake();
+    }
+}
+
+impl GreenShared {
+    /// Takes `thread::park`'s token if it is available, else has `cx`
+    /// woken when `Thread::unpark` makes it so.
+    pub(crate) fn poll_park_token(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.park_token.swap(false, Ordering::Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        self.park_waker.register(cx.waker());
+        // After the registration: an unpark between the first look and it
+        // set the token, seen here; a later one wakes the waker.
+        if self.park_token.swap(false, Ordering::Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
     }
 }
 
@@ -935,12 +963,13 @@ where
             }
         }
     }
-    let shared = Arc::new(GreenShared {
+    // The handle's park token reaches the record: made with it, weakly.
+    let shared = Arc::new_cyclic(|me: &Weak<GreenShared>| GreenShared {
         woken: AtomicBool::new(false),
         why: AtomicU8::new(NONE),
         state: AtomicU8::new(QUEUED),
         aborted: AtomicBool::new(false),
-        thread,
+        thread: Thread { unparker: me.clone() as Weak<dyn crate::green::types::Unpark>, ..thread },
         own_tls,
         slice,
         cooperative: cooperative || local,
@@ -952,6 +981,8 @@ where
         status: Status::default(),
         polls: PollCounters::default(),
         body: UnsafeCell::new(None),
+        park_token: AtomicBool::new(false),
+        park_waker: futures_util::task::AtomicWaker::new(),
     });
     let at_end = AtEnd(Arc::downgrade(&shared));
     let body = move || {

@@ -4,7 +4,7 @@
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A green thread's identity: never reused within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,14 +22,52 @@ impl ThreadId {
     }
 }
 
-/// A handle to a green thread: its id and name.
-#[derive(Clone, Debug)]
+/// What [`Thread::unpark`] reaches: the thread's record, which stands
+/// above this file and so is reached through this trait.
+pub(crate) trait Unpark: Send + Sync {
+    /// Makes the thread's park token available and wakes it if it parks.
+    fn unpark(self: Arc<Self>);
+}
+
+/// No thread (a handle made before its record, or for none).
+struct Nobody;
+
+impl Unpark for Nobody {
+    fn unpark(self: Arc<Self>) {}
+}
+
+/// A handle to a green thread: its id and name, and its park token
+/// ([`unpark`](Thread::unpark), as `std::thread::Thread`'s).
+#[derive(Clone)]
 pub struct Thread {
     pub(crate) id: ThreadId,
     pub(crate) name: Option<Arc<str>>,
+    /// The record, weakly: a handle does not keep an ended thread alive.
+    pub(crate) unparker: Weak<dyn Unpark>,
+}
+
+impl std::fmt::Debug for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Thread").field("id", &self.id).field("name", &self.name).finish()
+    }
 }
 
 impl Thread {
+    /// A handle for a thread about to be made (its record fills in the
+    /// park token's side).
+    pub(crate) fn new(name: Option<Arc<str>>) -> Thread {
+        Thread { id: ThreadId::next(), name, unparker: Weak::<Nobody>::new() }
+    }
+
+    /// Makes the thread's park token available: its next (or current)
+    /// [`park`](crate::thread::park) returns. As `std::thread::Thread::unpark`:
+    /// one token, not a count; nothing if the thread has ended.
+    pub fn unpark(&self) {
+        if let Some(u) = self.unparker.upgrade() {
+            u.unpark();
+        }
+    }
+
     /// The thread's id.
     pub fn id(&self) -> ThreadId {
         self.id

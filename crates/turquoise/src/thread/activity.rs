@@ -70,7 +70,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use crate::green::records;
-use super::{Builder, JoinHandle, Thread, ThreadId};
+use super::{Builder, JoinHandle, Thread};
 use crate::sched::runtime::Handle;
 use crate::preemptible::task::JoinError;
 
@@ -152,18 +152,19 @@ impl Builder {
             ));
         }
         self.check(&handle)?;
-        let thread = Thread { id: ThreadId::next(), name: self.name.map(std::sync::Arc::from) };
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let body = HomeBound::new(f);
         let run = move || {
             let f = body.into_inner();
             HomeBound::new(f())
         };
-        let spec = records::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true, park: crate::green::park::HOOK.clone() };
+        let spec = records::Spec { thread: Thread::new(self.name.map(std::sync::Arc::from)), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative: true, park: crate::green::park::HOOK.clone() };
         // SAFETY: we are on a worker of `handle` (checked above), where the
         // activity stays (`records::spawn_local`); `run` and its result cross
         // no thread: see `HomeBound`.
-        let task = crate::sched::join::JoinHandle::green(unsafe { records::spawn_local(handle.scheduler(), run, spec) }.map_err(io::Error::from)?);
+        let spawned = unsafe { records::spawn_local(handle.scheduler(), run, spec) }.map_err(io::Error::from)?;
+        let thread = spawned.record.thread.clone();
+        let task = crate::sched::join::JoinHandle::green(spawned);
         Ok(LocalJoinHandle { inner: JoinHandle { task, thread }, _not_send: PhantomData })
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::green::block::block_on_as;
 use crate::base::thread_stats::Cause;
 use crate::green::{dump_signal, park, records};
-use super::{Thread, ThreadId, ThreadStats};
+use super::{Thread, ThreadStats};
 use crate::sched::runtime::{Handle, Runtime};
 use crate::preemptible::task::JoinError;
 
@@ -119,12 +119,14 @@ impl Builder {
         T: Send + 'static,
     {
         self.check(handle)?;
-        let thread = Thread { id: ThreadId::next(), name: self.name.map(Arc::from) };
         // Not preemptive: an activity, whose slice is its yield checks' period.
         let slice = self.slice.unwrap_or_else(|| handle.slice());
         let cooperative = self.preemptive == Some(false);
-        let spec = records::Spec { thread: thread.clone(), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
-        let task = crate::sched::join::JoinHandle::green(records::spawn(handle.scheduler(), f, spec).map_err(io::Error::from)?);
+        let spec = records::Spec { thread: Thread::new(self.name.map(Arc::from)), stack_size: self.stack_size, slice, own_tls: !self.shared_thread_locals, cooperative, park: park::HOOK.clone() };
+        let spawned = records::spawn(handle.scheduler(), f, spec).map_err(io::Error::from)?;
+        // The record's copy: its park token reaches the record.
+        let thread = spawned.record.thread.clone();
+        let task = crate::sched::join::JoinHandle::green(spawned);
         Ok(JoinHandle { task, thread })
     }
 }

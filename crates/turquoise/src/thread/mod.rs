@@ -57,6 +57,48 @@ pub fn sleep(d: Duration) {
     }
 }
 
+/// Blocks until the calling thread's park token is available, then takes
+/// it, as `std::thread::park`: a green thread parks (its worker runs other
+/// work) until [`Thread::unpark`]; an ordinary thread is
+/// `std::thread::park`'s. May return without an unpark (as std's): call
+/// it in a loop that checks a condition.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use turquoise::thread;
+///
+/// let ready = Arc::new(AtomicBool::new(false));
+/// let r = ready.clone();
+/// let waiter = thread::spawn(move || {
+///     while !r.load(Ordering::Acquire) {
+///         thread::park();
+///     }
+/// });
+/// ready.store(true, Ordering::Release);
+/// waiter.thread().unpark();
+/// waiter.join().unwrap();
+/// ```
+pub fn park() {
+    match crate::green::records::current() {
+        Some(g) => {
+            crate::green::block::park_token(g, None);
+        }
+        None => std::thread::park(),
+    }
+}
+
+/// [`park`] for at most `timeout` (`std::thread::park_timeout`'s).
+pub fn park_timeout(timeout: Duration) {
+    match crate::green::records::current() {
+        Some(g) => {
+            // A timeout too long to add to now: no deadline.
+            crate::green::block::park_token(g, std::time::Instant::now().checked_add(timeout));
+        }
+        None => std::thread::park_timeout(timeout),
+    }
+}
+
 /// Gives the worker to the other runnable work: a green thread goes behind
 /// it; an ordinary thread yields to the OS.
 pub fn yield_now() {
