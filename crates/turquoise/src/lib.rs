@@ -62,5 +62,6 @@ pub use preemptible::future::{preemptible, Preemptible, PreemptibleExt};
 pub use base::pace::DEFAULT_GRANULARITY;
 pub use sched::runtime::{spawn, spawn_cooperative, Builder, Handle, Runtime, WorkerMetrics, DEFAULT_SLICE};
 pub use sched::join::{AbortHandle, JoinHandle};
+pub use thread::JoinSet;
 pub use preemptible::task::JoinError;
 pub use turquoise_macros::{main, test};

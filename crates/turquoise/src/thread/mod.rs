@@ -25,6 +25,7 @@
 
 mod activity;
 mod builder;
+mod join_set;
 
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ pub use activity::{checkpoint, no_yield, spawn_local, LocalJoinHandle};
 pub use crate::green::block::block_on;
 pub(crate) use builder::start_default_runtime;
 pub use builder::{spawn, Builder, JoinHandle, MAX_STACK_SIZE};
+pub use join_set::JoinSet;
 pub(crate) use crate::green::block::{block_on_as, block_on_until_as};
 pub use crate::green::types::{Exited, StackOverflow, Thread, ThreadId};
 pub(crate) use crate::green::records::{kill_live, GreenJob, GreenShared, Queues, Ran, Spawned};
