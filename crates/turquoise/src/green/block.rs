@@ -105,7 +105,7 @@ impl Wake for OsThread {
 /// `thread::park` in the green thread `g`: until its token is available
 /// (taken), or `deadline`; false if the deadline came first.
 pub(crate) fn park_token(g: &records::GreenShared, deadline: Option<std::time::Instant>) -> bool {
-    let take = std::future::poll_fn(|cx| g.poll_park_token(cx));
+    let take = std::future::poll_fn(|_| g.poll_park_token());
     match deadline {
         None => {
             block_on_as(Cause::Sync, 0, take);

@@ -103,10 +103,9 @@ pub(crate) struct GreenShared {
     pub(crate) polls: PollCounters,
     /// The function, its image and where its value goes.
     body: UnsafeCell<Option<Arc<dyn Body>>>,
-    /// `thread::park`'s token (`Thread::unpark` sets it) and the park's
-    /// waker.
+    /// `thread::park`'s token (`Thread::unpark` sets it, then wakes the
+    /// thread as any waker of it does).
     park_token: AtomicBool,
-    park_waker: futures_util::task::AtomicWaker,
 }
 
 // SAFETY: `body` is touched only on one thread at a time: before the first
@@ -224,25 +223,23 @@ impl Wake for GreenShared {
 
 impl crate::green::types::Unpark for GreenShared {
     fn unpark(self: Arc<Self>) {
+        // The token before the wake-up: a park that looked before it finds
+        // `woken` set and looks again (the park protocol, module doc).
         self.park_token.store(true, Ordering::Release);
-        self.park_waker.wake();
+        self.wake_by_ref();
     }
 }
 
 impl GreenShared {
-    /// Takes `thread::park`'s token if it is available, else has `cx`
-    /// woken when `Thread::unpark` makes it so.
-    pub(crate) fn poll_park_token(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    /// Takes `thread::park`'s token if it is available. Polled by the
+    /// thread's own park loop (`block_on`), whose waker is the record:
+    /// `Thread::unpark` sets the token, then wakes the record.
+    pub(crate) fn poll_park_token(&self) -> std::task::Poll<()> {
         if self.park_token.swap(false, Ordering::Acquire) {
-            return std::task::Poll::Ready(());
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
         }
-        self.park_waker.register(cx.waker());
-        // After the registration: an unpark between the first look and it
-        // set the token, seen here; a later one wakes the waker.
-        if self.park_token.swap(false, Ordering::Acquire) {
-            return std::task::Poll::Ready(());
-        }
-        std::task::Poll::Pending
     }
 }
 
@@ -982,7 +979,6 @@ where
         polls: PollCounters::default(),
         body: UnsafeCell::new(None),
         park_token: AtomicBool::new(false),
-        park_waker: futures_util::task::AtomicWaker::new(),
     });
     let at_end = AtEnd(Arc::downgrade(&shared));
     let body = move || {
