@@ -785,6 +785,10 @@ impl Run for GreenShared {
         CURRENT.with(|c| c.set(self));
         WORKER_COUNTERS.with(|c| c.set(worker.map_or(std::ptr::null(), |w| w as *const _)));
         // SAFETY: as above.
+        // Whatever the thread's code traces is inside its span (a no-op
+        // unless a subscriber wants TRACE of `turquoise::thread`).
+        #[cfg(feature = "tracing")]
+        let _span = tracing::trace_span!(target: "turquoise::thread", "green_thread", id = self.thread.id.0, name = self.thread.name()).entered();
         let step = unsafe { body.resume(self, start, worker) };
         WORKER_COUNTERS.with(|c| c.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));

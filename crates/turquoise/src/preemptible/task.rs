@@ -170,6 +170,11 @@ where
             return Poll::Ready(Err(if reclaimed { JoinError::Reclaimed } else { JoinError::Cancelled }));
         }
         let Some(body) = this.body.as_mut() else { return Poll::Ready(Err(JoinError::Cancelled)) };
+        // Whatever the task's poll traces is inside its span (a no-op unless
+        // a subscriber wants TRACE of `turquoise`); the id is the task's
+        // address, unique while it lives.
+        #[cfg(feature = "tracing")]
+        let _span = tracing::trace_span!(target: "turquoise", "task", id = Arc::as_ptr(&this.shared) as usize).entered();
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| match body {
             Body::Preemptible(p) => Pin::new(p).poll(cx),
             Body::Cooperative(f) => f.as_mut().poll(cx),

@@ -299,7 +299,12 @@ impl std::io::Write for Buffer {
 impl Buffer {
     /// A plain-text subscriber at DEBUG that writes into this buffer.
     pub fn debug_subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+        self.subscriber(tracing::Level::DEBUG)
+    }
+
+    /// A plain-text subscriber at `level` that writes into this buffer.
+    pub fn subscriber(&self, level: tracing::Level) -> impl tracing::Subscriber + Send + Sync + 'static {
         let sink = self.clone();
-        tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(move || sink.clone()).with_ansi(false).finish()
+        tracing_subscriber::fmt().with_max_level(level).with_writer(move || sink.clone()).with_ansi(false).finish()
     }
 }
