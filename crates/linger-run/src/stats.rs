@@ -136,8 +136,8 @@ fn print_once() {
         // When deadlines mostly waited for code linger does not stop, say
         // which code held the worst one, and what would let it be stopped.
         if let Some(l) = held_by.filter(|_| s.deferrals > s.preemptions && s.worst_overrun_ns >= 1_000_000) {
-            let _ = write!(w, "linger-run: most deadlines waited for code that is not stopped ({} of {}); the worst, {} ms, in {}: {}\n",
-                s.deferrals, s.deferrals + s.preemptions, s.worst_overrun_ns / 1_000_000, l.name(), l.advice());
+            let _ = write!(w, "linger-run: most deadlines waited for code that is not stopped ({} deferrals, {} stops); the worst, {} ms, in {}: {}\n",
+                s.deferrals, s.preemptions, s.worst_overrun_ns / 1_000_000, l.name(), l.advice());
         }
         let n = w.position() as usize;
         let line = &buf[..n];
