@@ -17,10 +17,8 @@ use std::time::Duration;
 /// (powers of 1024; also `k`/`m`/`g`, `KB`..., `KiB`...): `65536`, `64K`,
 /// `8M`, `1G`, `1.5M`.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+    let (num, unit) = number_and_unit(s);
+    let shift = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
@@ -28,10 +26,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "t" | "tb" | "tib" => 40,
         u => return Err(format!("{s:?} has an unknown unit {u:?} (use K, M or G)")),
     };
-    if num.is_empty() || num.matches('.').count() > 1 || num.starts_with('.') || num.ends_with('.') {
-        return Err(format!("{s:?} is not a size (such as 65536, 64K, 8M or 1G)"));
-    }
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (such as 65536, 64K, 8M or 1G)"))?;
+    let v = num.ok_or_else(|| format!("{s:?} is not a size (such as 65536, 64K, 8M or 1G)"))?;
     let bytes = (v * (1u64 << shift) as f64).round();
     if bytes >= usize::MAX as f64 {
         return Err(format!("{s:?} is too large"));
@@ -44,24 +39,15 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 /// silently mean 100 ns or 100 s; zero is an error too (it would mean "set
 /// up but never run" for a slice).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    parse_duration_or(s, None)
+    parse_duration_in(s, None, false)
 }
 
 /// [`parse_duration`], where a bare number counts in `bare` (for the
 /// variables whose names say their unit, such as `TURQ_SLICE_US`), and
 /// zero is allowed when `zero_ok` (a setting that zero turns off).
 pub fn parse_duration_in(s: &str, bare: Option<Duration>, zero_ok: bool) -> Result<Duration, String> {
-    match parse_duration_or(s, bare) {
-        Err(e) if zero_ok && e.ends_with(" is zero") => Ok(Duration::ZERO),
-        r => r,
-    }
-}
-
-fn parse_duration_or(s: &str, bare: Option<Duration>) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match (unit.trim(), bare) {
+    let (num, unit) = number_and_unit(s);
+    let scale: f64 = match (unit, bare) {
         ("ns", _) => 1.0,
         ("us" | "\u{b5}s", _) => 1e3,
         ("ms", _) => 1e6,
@@ -70,18 +56,26 @@ fn parse_duration_or(s: &str, bare: Option<Duration>) -> Result<Duration, String
         ("", None) => return Err(format!("duration {s:?} needs a unit (ns, us, ms or s)")),
         (u, _) => return Err(format!("duration {s:?} has an unknown unit {u:?} (use ns, us, ms or s)")),
     };
-    if num.is_empty() || num.matches('.').count() > 1 || num.starts_with('.') || num.ends_with('.') {
-        return Err(format!("duration {s:?} is not a number followed by a unit"));
-    }
-    let v: f64 = num.parse().map_err(|_| format!("duration {s:?} is not a number followed by a unit"))?;
+    let v = num.ok_or_else(|| format!("duration {s:?} is not a number followed by a unit"))?;
     let ns = (v * scale).round();
     if ns < 1.0 {
-        return Err(format!("duration {s:?} is zero"));
+        return if zero_ok { Ok(Duration::ZERO) } else { Err(format!("duration {s:?} is zero")) };
     }
     if ns >= u64::MAX as f64 {
         return Err(format!("duration {s:?} is too large (at most {} s)", u64::MAX / 1_000_000_000));
     }
     Ok(Duration::from_nanos(ns as u64))
+}
+
+/// `s` as a decimal number (digits, at most one point between them: no
+/// sign, no exponent) and the unit after it, trimmed; the number is `None`
+/// when it is not one.
+fn number_and_unit(s: &str) -> (Option<f64>, &str) {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let well_formed = !num.is_empty() && num.matches('.').count() <= 1 && !num.starts_with('.') && !num.ends_with('.');
+    (well_formed.then(|| num.parse().ok()).flatten(), unit.trim())
 }
 
 /// A signal: a number, or a name with or without `SIG` in any case
